@@ -1,0 +1,142 @@
+// Configuration comes from environment variables only, read and validated once at start-up; a bad
+// value fails with a ConfigError naming the variable. Only the wiring (src/service.ts, the CLI) reads it.
+import { ConfigError } from './errors.ts';
+import { parseDuration } from './domain/duration.ts';
+
+export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Config {
+  natsUrl: string;
+  natsUser: string | undefined;
+  natsPassword: string | undefined;
+  databaseUrl: string;
+  host: string;
+  port: number;
+  dataDir: string;
+  production: boolean;
+  roles: Role[];
+  /** Delays before retries 1..n; n is max_retries. */
+  retrySchedule: number[];
+  attemptTimeoutMs: number;
+  allowPrivateTargets: boolean;
+  /** JetStream max_ack_pending of each endpoint's consumer: its concurrent attempts. */
+  maxInFlightPerEndpoint: number;
+  /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
+  deliveryShards: number;
+  rateLimitPerSecond: number;
+  masterKey: string | undefined;
+  deadLetterPublicKey: string | undefined;
+  deadLetterSecretKey: string | undefined;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+}
+
+export const DEFAULT_RETRY_SCHEDULE = '5s,30s,2m,15m,1h,4h,10h,14h';
+
+type Env = Record<string, string | undefined>;
+
+/** Every variable with its default and meaning; the README's table and `hookstream --help` come from here. */
+export const VARIABLES: { name: string; default: string; meaning: string }[] = [
+  { name: 'NATS_URL', default: 'nats://127.0.0.1:4222', meaning: 'NATS server(s), comma-separated' },
+  { name: 'NATS_USER', default: '', meaning: 'NATS user (see nats.conf)' },
+  { name: 'NATS_PASSWORD', default: '', meaning: 'NATS password' },
+  { name: 'DATABASE_URL', default: 'postgres://postgres@127.0.0.1:5432/hookstream', meaning: 'Postgres; the database is created if missing' },
+  { name: 'HOST', default: '127.0.0.1', meaning: 'API listen address' },
+  { name: 'PORT', default: '8080', meaning: 'API listen port' },
+  { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys are generated' },
+  { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
+  { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
+  { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
+  { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
+  { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint' },
+  { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '8', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
+  { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
+  { name: 'HOOKSTREAM_MASTER_KEY', default: '(generated in development)', meaning: 'base64 32-byte key sealing signing secrets' },
+  { name: 'HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY', default: '(generated in development)', meaning: 'base64 X25519 public key sealing dead letters' },
+  { name: 'HOOKSTREAM_DEAD_LETTER_SECRET_KEY', default: '(generated in development)', meaning: 'base64 X25519 secret key opening dead letters (admin role only)' },
+  { name: 'HOOKSTREAM_LOG_LEVEL', default: 'info', meaning: 'debug, info, warn or error' },
+  { name: 'NODE_ENV', default: '', meaning: 'production refuses to start without keys' },
+];
+
+function str(env: Env, name: string, fallback: string): string {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? fallback : v.trim();
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = str(env, name, String(fallback));
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `expected a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(name, `expected a whole number from ${min} to ${max}, got ${n}`);
+  return n;
+}
+
+function duration(name: string, raw: string): number {
+  const ms = parseDuration(raw);
+  if (ms === undefined) throw new ConfigError(name, `expected a duration like 500ms, 5s, 5m or 2h, got ${JSON.stringify(raw)}`);
+  return ms;
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = str(env, name, '0').toLowerCase();
+  if (['1', 'true', 'yes'].includes(raw)) return true;
+  if (['0', 'false', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `expected 1 or 0, got ${JSON.stringify(raw)}`);
+}
+
+function url(env: Env, name: string, fallback: string, protocols: string[]): string {
+  const raw = str(env, name, fallback);
+  for (const one of raw.split(',')) {
+    let parsed: URL;
+    try { parsed = new URL(one.trim()); } catch { throw new ConfigError(name, `not a URL: ${JSON.stringify(redactUrl(one))}`); }
+    if (!protocols.includes(parsed.protocol)) throw new ConfigError(name, `expected ${protocols.join(' or ')} URL, got ${parsed.protocol}`);
+  }
+  return raw;
+}
+
+/** A URL with any password replaced, for messages. */
+export function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return raw.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const rolesRaw = str(env, 'HOOKSTREAM_ROLES', ROLES.join(','));
+  const roles = rolesRaw.split(',').map((r) => r.trim()).filter(Boolean);
+  for (const r of roles) {
+    if (!(ROLES as readonly string[]).includes(r)) throw new ConfigError('HOOKSTREAM_ROLES', `unknown role ${JSON.stringify(r)}; roles are ${ROLES.join(', ')}`);
+  }
+  const scheduleRaw = str(env, 'HOOKSTREAM_RETRY_SCHEDULE', DEFAULT_RETRY_SCHEDULE);
+  const retrySchedule = scheduleRaw.split(',').map((d) => duration('HOOKSTREAM_RETRY_SCHEDULE', d));
+  if (retrySchedule.length > 50) throw new ConfigError('HOOKSTREAM_RETRY_SCHEDULE', 'at most 50 retries');
+  const attemptTimeoutMs = duration('HOOKSTREAM_ATTEMPT_TIMEOUT', str(env, 'HOOKSTREAM_ATTEMPT_TIMEOUT', '15s'));
+  if (attemptTimeoutMs > 5 * 60_000) throw new ConfigError('HOOKSTREAM_ATTEMPT_TIMEOUT', 'at most 5m');
+  const level = str(env, 'HOOKSTREAM_LOG_LEVEL', 'info');
+  if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new ConfigError('HOOKSTREAM_LOG_LEVEL', `expected debug, info, warn or error, got ${JSON.stringify(level)}`);
+  return {
+    natsUrl: url(env, 'NATS_URL', 'nats://127.0.0.1:4222', ['nats:', 'tls:', 'ws:', 'wss:']),
+    natsUser: env['NATS_USER'] || undefined,
+    natsPassword: env['NATS_PASSWORD'] || undefined,
+    databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/hookstream', ['postgres:', 'postgresql:']),
+    host: str(env, 'HOST', '127.0.0.1'),
+    port: int(env, 'PORT', 8080, 0, 65535),
+    dataDir: str(env, 'HOOKSTREAM_DATA_DIR', '.hookstream'),
+    production: env['NODE_ENV'] === 'production',
+    roles: [...new Set(roles)] as Role[],
+    retrySchedule,
+    attemptTimeoutMs,
+    allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
+    maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
+    deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 8, 1, 256),
+    rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),
+    masterKey: env['HOOKSTREAM_MASTER_KEY'] || undefined,
+    deadLetterPublicKey: env['HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY'] || undefined,
+    deadLetterSecretKey: env['HOOKSTREAM_DEAD_LETTER_SECRET_KEY'] || undefined,
+    logLevel: level as Config['logLevel'],
+  };
+}

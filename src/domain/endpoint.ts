@@ -1,0 +1,145 @@
+// An endpoint's life as events (the ENDPOINTS stream is the source of truth) and the pure fold that
+// turns them into state. The projector, the live directory and the command side all use this one fold.
+import { isEventPattern, type EventPattern } from './catalogue.ts';
+import { conflict, invalid, type FieldError } from '../errors.ts';
+import type { EndpointId, TenantId } from './ids.ts';
+
+export const EndpointStatus = { Active: 'active', Deleted: 'deleted' } as const;
+export type EndpointStatus = (typeof EndpointStatus)[keyof typeof EndpointStatus];
+
+/** A signing secret sealed under the master key (never plaintext at rest); `expires_at` marks a rotated-out one. */
+export interface SealedSecret {
+  sealed: string;
+  expires_at: string | null;
+}
+
+// Wire shapes of the ENDPOINTS stream, version 1. A stream outlives the code that wrote it: add fields,
+// never change one; a breaking change gets v: 2 and a branch in applyEndpointEvent.
+export type EndpointEvent =
+  | { v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string }
+  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; at: string }
+  | { v: 1; type: 'endpoint.deleted'; id: EndpointId; at: string }
+  | { v: 1; type: 'endpoint.restored'; id: EndpointId; at: string }
+  | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string };
+
+export type EndpointEventType = EndpointEvent['type'];
+
+export interface EndpointState {
+  id: EndpointId;
+  tenant: TenantId;
+  url: string;
+  events: EventPattern[];
+  description: string | null;
+  status: EndpointStatus;
+  /** Current secret first; a rotated-out secret follows until its expiry. */
+  secrets: SealedSecret[];
+  createdAt: string;
+  updatedAt: string;
+  /** Stream sequence of the last event applied: the expected last subject sequence of the next command. */
+  version: number;
+}
+
+export function applyEndpointEvent(state: EndpointState | undefined, event: EndpointEvent, seq: number): EndpointState {
+  if (event.type === 'endpoint.created') {
+    return {
+      id: event.id, tenant: event.tenant, url: event.url, events: event.events, description: event.description,
+      status: EndpointStatus.Active, secrets: [{ sealed: event.secret, expires_at: null }],
+      createdAt: event.at, updatedAt: event.at, version: seq,
+    };
+  }
+  if (!state) throw new Error(`${event.type} for ${event.id} before endpoint.created`);
+  const next: EndpointState = { ...state, updatedAt: event.at, version: seq };
+  switch (event.type) {
+    case 'endpoint.updated':
+      if (event.url !== undefined) next.url = event.url;
+      if (event.events !== undefined) next.events = event.events;
+      if (event.description !== undefined) next.description = event.description;
+      return next;
+    case 'endpoint.deleted':
+      next.status = EndpointStatus.Deleted;
+      return next;
+    case 'endpoint.restored':
+      next.status = EndpointStatus.Active;
+      return next;
+    case 'endpoint.secret_rotated': {
+      const previous = state.secrets[0];
+      next.secrets = [{ sealed: event.secret, expires_at: null }];
+      if (previous && event.previous_expires_at) next.secrets.push({ sealed: previous.sealed, expires_at: event.previous_expires_at });
+      return next;
+    }
+  }
+}
+
+/** Secrets that sign a delivery made at `now`: the current one and a rotated-out one still in its grace period. */
+export function liveSecrets(state: Pick<EndpointState, 'secrets'>, now: number): SealedSecret[] {
+  return state.secrets.filter((s) => s.expires_at === null || Date.parse(s.expires_at) > now);
+}
+
+export function isEndpointEvent(x: unknown): x is EndpointEvent {
+  if (typeof x !== 'object' || x === null) return false;
+  const e = x as { v?: unknown; type?: unknown; id?: unknown };
+  return e.v === 1 && typeof e.type === 'string' && e.type.startsWith('endpoint.') && typeof e.id === 'string';
+}
+
+// ---- command validation and decisions (pure; the store publishes what these return) ----
+
+export interface EndpointFields {
+  url: string;
+  events: EventPattern[];
+  description: string | null;
+}
+
+export const MAX_DESCRIPTION = 1000;
+export const MAX_URL = 2048;
+export const MAX_PATTERNS = 64;
+
+/**
+ * Validate the user-supplied endpoint fields. `checkUrl` applies the deployment's target policy
+ * (https only, no private addresses unless allowed) and returns a problem or undefined.
+ */
+export function validateFields(
+  input: { url?: unknown; events?: unknown; description?: unknown },
+  partial: boolean,
+  checkUrl: (url: URL) => string | undefined,
+): Partial<EndpointFields> {
+  const problems: FieldError[] = [];
+  const out: Partial<EndpointFields> = {};
+  if (input.url !== undefined || !partial) {
+    if (typeof input.url !== 'string' || input.url.length === 0) problems.push({ field: 'url', message: 'is required and must be a string' });
+    else if (input.url.length > MAX_URL) problems.push({ field: 'url', message: `must be at most ${MAX_URL} characters` });
+    else {
+      let url: URL | undefined;
+      try { url = new URL(input.url); } catch { problems.push({ field: 'url', message: 'is not a valid URL' }); }
+      if (url) {
+        const problem = url.username || url.password ? 'must not carry credentials' : checkUrl(url);
+        if (problem) problems.push({ field: 'url', message: problem });
+        else out.url = url.toString();
+      }
+    }
+  }
+  if (input.events !== undefined || !partial) {
+    if (!Array.isArray(input.events) || input.events.length === 0) problems.push({ field: 'events', message: 'must be a non-empty list of event names or wildcards' });
+    else if (input.events.length > MAX_PATTERNS) problems.push({ field: 'events', message: `must list at most ${MAX_PATTERNS} patterns` });
+    else {
+      input.events.forEach((e, i) => {
+        if (!isEventPattern(e)) problems.push({ field: `events[${i}]`, message: `unknown event name or wildcard ${JSON.stringify(e)}` });
+      });
+      if (problems.every((p) => !p.field.startsWith('events'))) out.events = [...new Set(input.events as EventPattern[])];
+    }
+  }
+  if (input.description !== undefined) {
+    if (input.description !== null && typeof input.description !== 'string') problems.push({ field: 'description', message: 'must be a string' });
+    else if (typeof input.description === 'string' && input.description.length > MAX_DESCRIPTION) problems.push({ field: 'description', message: `must be at most ${MAX_DESCRIPTION} characters` });
+    else out.description = input.description;
+  } else if (!partial) out.description = null;
+  if (problems.length) throw invalid(problems);
+  return out;
+}
+
+export function assertActive(state: EndpointState): void {
+  if (state.status !== EndpointStatus.Active) throw conflict(`endpoint ${state.id} is deleted; restore it first`);
+}
+
+export function assertDeleted(state: EndpointState): void {
+  if (state.status !== EndpointStatus.Deleted) throw conflict(`endpoint ${state.id} is not deleted`);
+}

@@ -1,0 +1,39 @@
+// ATTEMPTS: one small record per failed delivery attempt, `attempts.<endpointId>.<webhookId>`. Successes
+// write nothing (the hot path stays one POST and one ack); a delivery that is gone from its work queue and
+// is not dead was acknowledged. The dead-letter record takes its last failure reason from here, and
+// operators read the history of a webhook-id.
+import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { ensureStream } from './ensure.ts';
+
+export const ATTEMPTS_STREAM = 'ATTEMPTS';
+export const attemptSubject = (endpointId: string, webhookId: string) => `attempts.${endpointId}.${webhookId}`;
+
+/** Wire shape, version 1. */
+export interface AttemptRecord {
+  v: 1;
+  endpoint: string;
+  webhook_id: string;
+  event: string;
+  attempt: number;
+  at: string;
+  duration_ms: number;
+  status: number | null;
+  error: string | null;
+  /** When the next attempt is due, or null when this was the last one allowed. */
+  next_attempt_at: string | null;
+}
+
+export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[]): Promise<void> {
+  const lifetime = retrySchedule.reduce((a, b) => a + b, 0);
+  await ensureStream(jsm, {
+    name: ATTEMPTS_STREAM,
+    subjects: ['attempts.>'],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    // Long enough to explain a dead letter a week after it died.
+    max_age: nanos(lifetime + 7 * 24 * 3600_000),
+    max_msgs_per_subject: 100,
+  });
+}

@@ -1,0 +1,46 @@
+// DEAD_LETTER_ADVISORIES: captures nats-server's max-deliveries advisories for the delivery streams.
+// An advisory is core NATS and lost if nobody listens, so a stream keeps it until the dead-letter
+// role has turned it into a sealed record (none is lost while the service is down).
+import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { ensureConsumer, ensureStream } from './ensure.ts';
+import { deliveryStream } from './deliveries.ts';
+
+export const ADVISORIES_STREAM = 'DEAD_LETTER_ADVISORIES';
+export const DEAD_LETTER_CONSUMER = 'deadletter';
+
+export const maxDeliveriesSubject = (stream: string) => `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`;
+
+export async function ensureDeadLetterStream(jsm: JetStreamManager, shards: number): Promise<void> {
+  await ensureStream(jsm, {
+    name: ADVISORIES_STREAM,
+    subjects: Array.from({ length: shards }, (_, i) => maxDeliveriesSubject(deliveryStream(i))),
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+  });
+  await ensureConsumer(jsm, ADVISORIES_STREAM, {
+    durable_name: DEAD_LETTER_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(30_000),
+    max_ack_pending: 256,
+  });
+}
+
+/** The advisory as nats-server 2.9 sends it (no consumer_seq). */
+export interface MaxDeliveriesAdvisory {
+  type: 'io.nats.jetstream.advisory.v1.max_deliver';
+  id: string;
+  timestamp: string;
+  stream: string;
+  consumer: string;
+  stream_seq: number;
+  deliveries: number;
+}
+
+export function parseAdvisory(x: unknown): MaxDeliveriesAdvisory | undefined {
+  if (typeof x !== 'object' || x === null) return undefined;
+  const a = x as Partial<MaxDeliveriesAdvisory>;
+  if (typeof a.stream !== 'string' || typeof a.consumer !== 'string' || typeof a.stream_seq !== 'number') return undefined;
+  return a as MaxDeliveriesAdvisory;
+}

@@ -1,0 +1,33 @@
+// EVENTS: what producers publish, `events.<tenant>.<event name>`, kept for a week so a router that
+// was down catches up. The router reads it through one durable consumer.
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { ensureConsumer, ensureStream } from './ensure.ts';
+
+export const EVENTS_STREAM = 'EVENTS';
+export const EVENTS_SUBJECTS = 'events.>';
+export const ROUTER_CONSUMER = 'router';
+
+export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
+
+export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
+  await ensureStream(jsm, {
+    name: EVENTS_STREAM,
+    subjects: [EVENTS_SUBJECTS],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    max_age: nanos(7 * 24 * 3600_000),
+    max_msg_size: 256 * 1024,
+    duplicate_window: nanos(2 * 60_000),
+  });
+  await ensureConsumer(jsm, EVENTS_STREAM, {
+    durable_name: ROUTER_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: EVENTS_SUBJECTS,
+    // The router acks only after the fan-out is stored; a crashed router's events come back after this.
+    ack_wait: nanos(30_000),
+    max_ack_pending: 4096,
+  });
+}

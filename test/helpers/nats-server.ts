@@ -1,0 +1,67 @@
+// A real nats-server per test file, on a free port with its own temporary store, so files running in
+// parallel never share streams. Can be stopped and started again on the same port and store.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, connect as tcpConnect } from 'node:net';
+
+const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = tcpConnect(port, '127.0.0.1');
+      s.once('connect', () => { s.destroy(); resolve(true); });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  storeDir: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  /** Stop and remove the store. */
+  dispose(): Promise<void>;
+}
+
+export async function startNatsServer(opts: { config?: string } = {}): Promise<NatsServer> {
+  const port = await freePort();
+  const storeDir = mkdtempSync(join(tmpdir(), 'hookstream-nats-'));
+  let proc: ChildProcess | undefined;
+  const start = async () => {
+    const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+    if (opts.config) args.push('-c', opts.config);
+    proc = spawn(BINARY, args, { stdio: 'ignore' });
+    await waitForPort(port, 10_000);
+  };
+  const stop = async () => {
+    const p = proc;
+    proc = undefined;
+    if (!p || p.exitCode !== null) return;
+    await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGTERM'); });
+  };
+  await start();
+  return {
+    url: `nats://127.0.0.1:${port}`, port, storeDir, start, stop,
+    dispose: async () => { await stop(); rmSync(storeDir, { recursive: true, force: true }); },
+  };
+}
