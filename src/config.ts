@@ -84,9 +84,10 @@ function flag(env: Env, name: string): boolean {
   throw new ConfigError(name, `expected 1 or 0, got ${JSON.stringify(raw)}`);
 }
 
-function url(env: Env, name: string, fallback: string, protocols: string[]): string {
+function url(env: Env, name: string, fallback: string, protocols: string[], list = false): string {
   const raw = str(env, name, fallback);
-  for (const one of raw.split(',')) {
+  // Only NATS_URL is a list; splitting any other URL would cut a password with a comma in it.
+  for (const one of list ? raw.split(',') : [raw]) {
     let parsed: URL;
     try { parsed = new URL(one.trim()); } catch { throw new ConfigError(name, `not a URL: ${JSON.stringify(redactUrl(one))}`); }
     if (!protocols.includes(parsed.protocol)) throw new ConfigError(name, `expected ${protocols.join(' or ')} URL, got ${parsed.protocol}`);
@@ -101,13 +102,18 @@ export function redactUrl(raw: string): string {
     if (u.password) u.password = '***';
     return u.toString();
   } catch {
-    return raw.replace(/\/\/[^@/]*@/, '//***@');
+    // Unparseable, often because the password holds '/', '@' or '#': hide everything up to the last '@'.
+    const at = raw.lastIndexOf('@');
+    if (at < 0) return raw;
+    const start = raw.indexOf('//');
+    return (start >= 0 && start < at ? raw.slice(0, start + 2) : '') + '***' + raw.slice(at);
   }
 }
 
 export function loadConfig(env: Env = process.env): Config {
   const rolesRaw = str(env, 'HOOKSTREAM_ROLES', ROLES.join(','));
   const roles = rolesRaw.split(',').map((r) => r.trim()).filter(Boolean);
+  if (roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', `names no role; roles are ${ROLES.join(', ')}`);
   for (const r of roles) {
     if (!(ROLES as readonly string[]).includes(r)) throw new ConfigError('HOOKSTREAM_ROLES', `unknown role ${JSON.stringify(r)}; roles are ${ROLES.join(', ')}`);
   }
@@ -119,7 +125,7 @@ export function loadConfig(env: Env = process.env): Config {
   const level = str(env, 'HOOKSTREAM_LOG_LEVEL', 'info');
   if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new ConfigError('HOOKSTREAM_LOG_LEVEL', `expected debug, info, warn or error, got ${JSON.stringify(level)}`);
   return {
-    natsUrl: url(env, 'NATS_URL', 'nats://127.0.0.1:4222', ['nats:', 'tls:', 'ws:', 'wss:']),
+    natsUrl: url(env, 'NATS_URL', 'nats://127.0.0.1:4222', ['nats:', 'tls:', 'ws:', 'wss:'], true),
     natsUser: env['NATS_USER'] || undefined,
     natsPassword: env['NATS_PASSWORD'] || undefined,
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/hookstream', ['postgres:', 'postgresql:']),

@@ -1,0 +1,37 @@
+import { loadConfig, ROLES, type Role } from '../../config.ts';
+import { ConfigError } from '../../errors.ts';
+import { createLogger } from '../../log.ts';
+import { startService } from '../../service.ts';
+import type { Command } from '../command.ts';
+
+export const serve: Command = {
+  name: 'serve',
+  summary: 'Run the service (what `npm start` runs)',
+  help: [
+    'Options:',
+    `  --roles LIST   comma-separated roles to run in this process (default: all): ${ROLES.join(', ')}`,
+    '',
+    'Configuration comes from environment variables; see the README. Stops gracefully on SIGTERM or SIGINT.',
+  ].join('\n'),
+  options: { roles: { type: 'string' } },
+  async run({ values }) {
+    const env = { ...process.env };
+    if (typeof values['roles'] === 'string') env['HOOKSTREAM_ROLES'] = values['roles'];
+    const config = loadConfig(env);
+    if (config.roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', 'no role to run');
+    const log = createLogger({ level: config.logLevel });
+    const service = await startService(config, log);
+    await new Promise<void>((resolve) => {
+      const shutdown = (signal: string) => {
+        log.info('shutting down', { signal });
+        resolve();
+      };
+      process.once('SIGTERM', () => shutdown('SIGTERM'));
+      process.once('SIGINT', () => shutdown('SIGINT'));
+    });
+    await service.stop();
+    log.info('stopped');
+  },
+};
+
+export const isRole = (r: string): r is Role => (ROLES as readonly string[]).includes(r);

@@ -1,0 +1,35 @@
+// What CLI commands share: the configuration, a logger, and short-lived NATS/JetStream connections.
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { loadConfig, type Config } from '../config.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { connectNats } from '../nats/connect.ts';
+import { ensureStreams } from '../../streams/index.ts';
+
+export interface NatsContext {
+  config: Config;
+  log: Logger;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}
+
+export function cliLogger(config: Config): Logger {
+  // The CLI's own output is for people or scripts; only warnings and errors are logged.
+  return createLogger({ level: config.logLevel === 'debug' ? 'debug' : 'warn' });
+}
+
+/** Run `fn` with a NATS connection (streams ensured), closing it afterwards whatever happens. */
+export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const log = cliLogger(config);
+  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' });
+  try {
+    const js = jetstream(nc);
+    const jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+    return await fn({ config, log, nc, js, jsm });
+  } finally {
+    await nc.drain().catch(() => {});
+  }
+}

@@ -1,0 +1,44 @@
+// The one place where an endpoint changes shape between the fold (EndpointState), the database entity
+// (EndpointRecord) and the plain row the API reads (EndpointRow).
+import type { RequiredEntityData } from '@mikro-orm/core';
+import type { EndpointState } from '../domain/endpoint.ts';
+import type { EndpointRecord } from './entities.ts';
+
+/** An endpoint as the projection holds it: the fold's state without secrets (they never reach Postgres). */
+export type EndpointRow = Omit<EndpointState, 'secrets'>;
+
+export function recordToRow(r: EndpointRecord): EndpointRow {
+  return {
+    id: r.id as EndpointRow['id'],
+    tenant: r.tenant as EndpointRow['tenant'],
+    url: r.url,
+    events: r.events,
+    description: r.description ?? null,
+    status: r.status,
+    createdAt: r.createdAt.toISOString(),
+    updatedAt: r.updatedAt.toISOString(),
+    version: r.version,
+  };
+}
+
+export function rowToRecordData(row: EndpointRow): RequiredEntityData<EndpointRecord> {
+  return {
+    id: row.id,
+    tenant: row.tenant,
+    url: row.url,
+    events: row.events,
+    description: row.description,
+    status: row.status,
+    createdAt: new Date(row.createdAt),
+    updatedAt: new Date(row.updatedAt),
+    version: row.version,
+  };
+}
+
+/** Rows carry no secrets, so the fold starts from none; secret events still move version and updatedAt. */
+export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
+
+export function stateToRow(state: EndpointState): EndpointRow {
+  const { secrets: _ignored, ...row } = state;
+  return row;
+}

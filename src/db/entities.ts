@@ -1,0 +1,97 @@
+// The Postgres tables as MikroORM entities (defineEntity: no decorators, so Node's type stripping runs
+// this file as is). The schema itself is written by hand in src/db/migrations/; a test checks that
+// these definitions and the migrated database agree.
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { EventPattern } from '../domain/catalogue.ts';
+import type { EndpointStatus } from '../domain/endpoint.ts';
+
+/** Read model of the ENDPOINTS stream. Signing secrets never land here: they live only in the stream. */
+export const EndpointRecord = defineEntity({
+  name: 'EndpointRecord',
+  tableName: 'endpoints',
+  properties: {
+    // Byte order ("C"), whatever the database's locale: pages are cut at `id < cursor`, and ids sort by time.
+    id: p.text().primary().collation('C'),
+    tenant: p.text(),
+    url: p.text(),
+    events: p.json<EventPattern[]>(),
+    description: p.text().nullable(),
+    status: p.text().$type<EndpointStatus>(),
+    createdAt: p.datetime(),
+    updatedAt: p.datetime(),
+    // Stream sequence of the last applied event; a number is exact up to 2^53, far beyond any stream.
+    version: p.bigint('number'),
+  },
+  // Ids are time-ordered, so (tenant, id desc) serves the newest-first cursor pages of one tenant.
+  indexes: [{ name: 'endpoints_tenant_id_idx', columns: [{ name: 'tenant' }, { name: 'id', sort: 'DESC' }] }],
+  checks: [{ name: 'endpoints_status_check', expression: "status in ('active', 'deleted')" }],
+});
+export type EndpointRecord = InferEntity<typeof EndpointRecord>;
+
+/** Position of each projector in its stream, written in the same transaction as the rows it covers. */
+export const ProjectionCheckpoint = defineEntity({
+  name: 'ProjectionCheckpoint',
+  tableName: 'projection_checkpoints',
+  properties: {
+    name: p.text().primary(),
+    lastSeq: p.bigint('number'),
+  },
+});
+export type ProjectionCheckpoint = InferEntity<typeof ProjectionCheckpoint>;
+
+export const DeadLetterStatus = { Dead: 'dead', Replayed: 'replayed' } as const;
+export type DeadLetterStatus = (typeof DeadLetterStatus)[keyof typeof DeadLetterStatus];
+
+/** A delivery that ran out of retries; the original message is sealed to the dead-letter public key. */
+export const DeadLetter = defineEntity({
+  name: 'DeadLetter',
+  tableName: 'dead_letters',
+  properties: {
+    id: p.text().primary(),
+    endpointId: p.text(),
+    tenant: p.text(),
+    webhookId: p.text(),
+    eventType: p.text(),
+    attempts: p.integer(),
+    lastStatus: p.integer().nullable(),
+    lastError: p.text().nullable(),
+    failedAt: p.datetime(),
+    sealed: p.blob(),
+    sourceStream: p.text(),
+    sourceSeq: p.bigint('number'),
+    createdAt: p.datetime(),
+    deadCount: p.integer().default(1),
+    replayCount: p.integer().default(0),
+    lastReplayedAt: p.datetime().nullable(),
+    status: p.text().$type<DeadLetterStatus>().default(DeadLetterStatus.Dead),
+  },
+  // One record per message and endpoint: a repeated max-deliveries advisory finds the existing row.
+  checks: [{ name: 'dead_letters_status_check', expression: "status in ('dead', 'replayed')" }],
+  uniques: [{ name: 'dead_letters_endpoint_webhook_key', properties: ['endpointId', 'webhookId'] }],
+  indexes: [
+    { name: 'dead_letters_tenant_idx', columns: [{ name: 'tenant' }, { name: 'failed_at', sort: 'DESC' }] },
+    { name: 'dead_letters_endpoint_idx', columns: [{ name: 'endpoint_id' }, { name: 'failed_at', sort: 'DESC' }] },
+    { name: 'dead_letters_event_idx', columns: [{ name: 'event_type' }, { name: 'failed_at', sort: 'DESC' }] },
+    { name: 'dead_letters_failed_at_idx', columns: [{ name: 'failed_at', sort: 'DESC' }] },
+  ],
+});
+export type DeadLetter = InferEntity<typeof DeadLetter>;
+
+/** A tenant's API key, kept only as its sha256; `prefix` lets people tell keys apart in listings. */
+export const ApiKey = defineEntity({
+  name: 'ApiKey',
+  tableName: 'api_keys',
+  properties: {
+    id: p.text().primary(),
+    tenant: p.text(),
+    name: p.text().nullable(),
+    hash: p.blob().unique('api_keys_hash_key'),
+    prefix: p.text(),
+    createdAt: p.datetime(),
+    revokedAt: p.datetime().nullable(),
+  },
+  indexes: [{ name: 'api_keys_tenant_idx', properties: ['tenant', 'createdAt'] }],
+});
+export type ApiKey = InferEntity<typeof ApiKey>;
+
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, DeadLetter, ApiKey];

@@ -1,0 +1,9 @@
+// Every migration, in order. Listed in code rather than discovered on disk, so the migrator needs no
+// file globbing or dynamic import and works the same under Node's type stripping and in any bundle.
+// The name is what mikro_orm_migrations records: never rename a released one.
+import type { MigrationObject } from '@mikro-orm/core';
+import { Migration0001Initial } from './0001-initial.ts';
+
+export const MIGRATIONS: MigrationObject[] = [
+  { name: '0001-initial', class: Migration0001Initial },
+];

@@ -1,0 +1,162 @@
+// Opening the database: create it when missing, migrate it, and hand back a MikroORM instance; or
+// fail within seconds with one line naming the URL and how to start Postgres.
+import pg from 'pg';
+import { MikroORM } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import type { Logger as OrmLogger, LoggerNamespace } from '@mikro-orm/core';
+import { ENTITIES } from './entities.ts';
+import { MIGRATIONS } from './migrations/index.ts';
+import { redactUrl } from '../config.ts';
+import { ConfigError, ErrorCode, HookstreamError, UnreachableError, describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
+
+export type Database = MikroORM;
+
+export interface DatabaseOptions {
+  /** Largest number of pooled connections (default 10: the projector, the API and dead letters share it). */
+  poolSize?: number;
+  /** How long to wait for a connection before giving up (default 5 s). */
+  connectTimeoutMs?: number;
+}
+
+const START_HINT = 'start it with: pg_ctlcluster 15 main start (or docker compose up postgres)';
+// Any fixed 64-bit number: serialises migrations when several instances start at once.
+const MIGRATION_LOCK = 0x686f6f6b_6d6967n; // "hookmig"
+
+// Errors that mean "no server answered", as opposed to a server that refused us.
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function isNetworkError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+  // pg reports its own connect timeout and dropped sockets with messages only.
+  return /timeout|terminated unexpectedly|Connection terminated/i.test(e.message)
+    || (e instanceof AggregateError && e.errors.some(isNetworkError));
+}
+
+const pgCode = (e: unknown): string | undefined => {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+};
+
+function failure(url: string, e: unknown): UnreachableError {
+  const shown = redactUrl(url);
+  if (isNetworkError(e)) return new UnreachableError(`cannot connect to Postgres at ${shown} (${describe(e) || pgCode(e)}); ${START_HINT}`, e);
+  return new UnreachableError(`cannot use Postgres at ${shown}: ${describe(e)}`, e);
+}
+
+async function connectClient(url: string, database: string, timeoutMs: number): Promise<pg.Client> {
+  // pg lets the connection string win over a separate `database` option, so rewrite the URL's path.
+  const target = new URL(url);
+  target.pathname = `/${encodeURIComponent(database)}`;
+  const client = new pg.Client({ connectionString: target.toString(), connectionTimeoutMillis: timeoutMs });
+  // A socket error after connecting must not crash the process as an unhandled 'error' event.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return client;
+  } catch (e) {
+    await client.end().catch(() => {});
+    throw e;
+  }
+}
+
+const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Connect to the named database, creating it first (through the server's `postgres` database) when missing. */
+async function connectOrCreate(url: string, dbName: string, timeoutMs: number, log: Logger): Promise<pg.Client> {
+  try {
+    return await connectClient(url, dbName, timeoutMs);
+  } catch (e) {
+    if (pgCode(e) !== '3D000') throw failure(url, e); // 3D000: database does not exist
+  }
+  let admin: pg.Client;
+  try {
+    admin = await connectClient(url, 'postgres', timeoutMs);
+  } catch (e) {
+    throw failure(url, e);
+  }
+  try {
+    await admin.query(`create database ${quoteIdent(dbName)}`);
+    log.info('created database', { database: dbName });
+  } catch (e) {
+    // Another instance created it at the same moment: 42P04 duplicate_database, or 23505 on pg_database.
+    if (pgCode(e) !== '42P04' && pgCode(e) !== '23505') throw failure(url, e);
+  } finally {
+    await admin.end().catch(() => {});
+  }
+  try {
+    return await connectClient(url, dbName, timeoutMs);
+  } catch (e) {
+    throw failure(url, e);
+  }
+}
+
+/** MikroORM's own log lines go to ours: warnings and errors always, the rest at debug level. */
+function ormLogger(log: Logger): OrmLogger {
+  let debugMode: boolean | LoggerNamespace[] = false;
+  const enabled = (ns: string) => debugMode === true || (Array.isArray(debugMode) && debugMode.includes(ns as LoggerNamespace));
+  return {
+    log: (ns, message) => { if (enabled(ns)) log.debug(message, { component: 'mikro-orm', namespace: ns }); },
+    warn: (ns, message) => log.warn(message, { component: 'mikro-orm', namespace: ns }),
+    error: (ns, message) => log.error(message, { component: 'mikro-orm', namespace: ns }),
+    logQuery: (ctx) => { if (enabled('query')) log.debug('query', { component: 'mikro-orm', query: ctx.query ?? null, took: ctx.took ?? null }); },
+    setDebugMode: (mode) => { debugMode = mode; },
+    isEnabled: (ns) => enabled(ns),
+  };
+}
+
+/**
+ * Open the database named in `databaseUrl`: create it if missing, run pending migrations (one instance
+ * at a time), and return the ORM. Throws UnreachableError (one line, password redacted) when Postgres
+ * cannot be reached within `connectTimeoutMs`.
+ */
+export async function openDatabase(databaseUrl: string, log: Logger, opts: DatabaseOptions = {}): Promise<Database> {
+  const timeoutMs = opts.connectTimeoutMs ?? 5000;
+  let parsed: URL;
+  try { parsed = new URL(databaseUrl); } catch { throw new ConfigError('DATABASE_URL', `not a URL: ${JSON.stringify(redactUrl(databaseUrl))}`); }
+  const dbName = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+  if (!dbName) throw new ConfigError('DATABASE_URL', `names no database: ${redactUrl(databaseUrl)}`);
+
+  const lockClient = await connectOrCreate(databaseUrl, dbName, timeoutMs, log);
+  let orm: MikroORM | undefined;
+  try {
+    orm = await MikroORM.init({
+      clientUrl: databaseUrl,
+      dbName,
+      entities: ENTITIES,
+      extensions: [Migrator],
+      // The database was created above; MikroORM's own check would only repeat it.
+      ensureDatabase: false,
+      pool: { min: 0, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000 },
+      // Also bounds the wait for a pooled connection, so an overloaded pool fails instead of hanging.
+      driverOptions: { connectionTimeoutMillis: timeoutMs },
+      loggerFactory: () => ormLogger(log),
+      migrations: {
+        migrationsList: MIGRATIONS,
+        transactional: true,
+        allOrNothing: true,
+        // No snapshot files: the migrations in code are the whole truth.
+        snapshot: false,
+        silent: true,
+      },
+    });
+    await lockClient.query('select pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
+    const migrator = orm.migrator;
+    migrator.on('migrated', (m) => log.info('applied migration', { migration: m.name }));
+    await migrator.up();
+    await lockClient.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK.toString()]);
+    return orm;
+  } catch (e) {
+    await orm?.close(true).catch(() => {});
+    if (isNetworkError(e)) throw failure(databaseUrl, e);
+    throw new HookstreamError(ErrorCode.Internal, `migrating the database at ${redactUrl(databaseUrl)} failed: ${describe(e)}`, { cause: e });
+  } finally {
+    await lockClient.end().catch(() => {});
+  }
+}
+
+export async function closeDatabase(orm: Database): Promise<void> {
+  await orm.close(true);
+}

@@ -1,0 +1,105 @@
+// The dead-letter role: turns each captured max-deliveries advisory into exactly one sealed record.
+// Copy first (seal + upsert), then remove the message from its work queue, then ack the advisory, so a
+// crash at any step repeats the step instead of losing the message. The record is keyed by endpoint and
+// webhook-id: a repeated advisory (it can repeat after a server restart) finds the record already there.
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { newIdBody } from '../domain/ids.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+import { describe } from '../errors.ts';
+import { captureMessage } from './sealed-message.ts';
+
+export interface DeadLetterSealer {
+  seal(bytes: Uint8Array): Uint8Array;
+}
+
+export interface DeadLetterHandler {
+  stop(): Promise<void>;
+}
+
+const UPSERT = `
+insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at,
+                          sealed, source_stream, source_seq, created_at, dead_count, replay_count, status)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), 1, 0, 'dead')
+on conflict (endpoint_id, webhook_id) do update set
+  -- the same advisory again (same source message) changes nothing; a replay that died again does
+  dead_count = dead_letters.dead_count + case when dead_letters.source_stream = excluded.source_stream
+                                               and dead_letters.source_seq = excluded.source_seq then 0 else 1 end,
+  attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
+  failed_at = excluded.failed_at, sealed = excluded.sealed, source_stream = excluded.source_stream,
+  source_seq = excluded.source_seq, status = 'dead'
+returning (xmax = 0) as inserted`;
+
+export async function startDeadLetterHandler(deps: {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  orm: MikroORM;
+  sealer: DeadLetterSealer;
+  log: Logger;
+  metrics: ServiceMetrics;
+}): Promise<DeadLetterHandler> {
+  const { js, jsm, orm, log, metrics } = deps;
+
+  async function lastAttempt(endpoint: string, webhookId: string): Promise<AttemptRecord | undefined> {
+    const m = await jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: attemptSubject(endpoint, webhookId) });
+    return m ? m.json<AttemptRecord>() : undefined;
+  }
+
+  async function handle(m: JsMsg): Promise<void> {
+    let advisory;
+    try { advisory = parseAdvisory(m.json()); } catch { advisory = undefined; }
+    if (!advisory) {
+      log.error('malformed max-deliveries advisory skipped', { seq: m.seq, subject: m.subject });
+      m.term();
+      return;
+    }
+    const original = await jsm.streams.getMessage(advisory.stream, { seq: advisory.stream_seq });
+    if (!original) {
+      // Already dead-lettered and removed (a repeated advisory), or dropped with a deleted endpoint.
+      m.ack();
+      return;
+    }
+    const endpoint = original.header.get(DeliveryHeader.Endpoint) || advisory.consumer;
+    const webhookId = original.header.get(DeliveryHeader.WebhookId);
+    const event = original.header.get(DeliveryHeader.Event);
+    const tenant = original.header.get(DeliveryHeader.Tenant);
+    const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
+    const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
+    const rows = await orm.em.getConnection().execute<{ inserted: boolean }[]>(UPSERT, [
+      `dl_${newIdBody()}`, endpoint, tenant, webhookId, event,
+      failure?.attempt ?? advisory.deliveries, failure?.status ?? null, failure?.error ?? null,
+      failure?.at ?? advisory.timestamp, Buffer.from(sealed), advisory.stream, advisory.stream_seq,
+    ]);
+    await jsm.streams.deleteMessage(advisory.stream, advisory.stream_seq).catch(() => false);
+    m.ack();
+    if (rows[0]?.inserted) metrics.deadLettersStored.inc();
+    log.warn('delivery is dead; dead letter stored', {
+      endpoint, tenant, webhook_id: webhookId, event, attempts: failure?.attempt ?? advisory.deliveries,
+      status: failure?.status ?? null, reason: failure?.error ?? null,
+    });
+  }
+
+  const consumer = await js.consumers.get(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);
+  const messages = await consumer.consume({ max_messages: 64 });
+  const loop = (async () => {
+    for await (const m of messages) {
+      try {
+        await handle(m);
+      } catch (e) {
+        // Not acked: the advisory comes back after the ack wait, and the steps above are idempotent.
+        log.error('dead-lettering failed; will retry', { seq: m.seq, reason: describe(e) });
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      await messages.close();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,203 @@
+// One delivery attempt as an HTTP POST: keep-alive pools per origin (undici Agent), a hard deadline on
+// the whole attempt, no redirects, a bounded read of the answer, and every failure classified rather
+// than thrown. Deciding what an outcome means for the message (ack, retry, dead) is the worker's job.
+import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
+import { checkTargetUrl, createGuardedLookup, ForbiddenTargetError, type Resolver } from './target-policy.ts';
+
+export const USER_AGENT = 'hookstream/0.1';
+/** Bytes of a response body read at most; beyond that the body is destroyed, closing its connection. */
+export const MAX_RESPONSE_READ = 4096;
+/** Characters of the response body kept for operators. */
+export const SNIPPET_LENGTH = 1024;
+const MAX_ERROR_LENGTH = 500;
+const DEFAULT_CONNECTIONS_PER_ORIGIN = 128;
+
+export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_target' | 'invalid_url';
+
+export type AttemptOutcome =
+  | { ok: true; status: number; durationMs: number }
+  | { ok: false; kind: FailureKind; status: number | null; error: string; durationMs: number; bodySnippet?: string };
+
+export interface SendRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string | Buffer;
+}
+
+export interface HttpSender {
+  send(req: SendRequest): Promise<AttemptOutcome>;
+  /** Waits for in-flight attempts, then closes every pooled connection. */
+  close(): Promise<void>;
+}
+
+export interface HttpSenderOptions {
+  attemptTimeoutMs: number;
+  allowPrivateTargets: boolean;
+  /** Most sockets open to one origin; attempts beyond it queue (and that wait counts toward their deadline). */
+  connectionsPerOrigin?: number;
+  /** DNS stand-in for tests of the resolved-address check; defaults to dns.lookup. */
+  resolve?: Resolver;
+}
+
+class AttemptTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`attempt timed out after ${ms}ms`);
+    this.name = 'AttemptTimeoutError';
+  }
+}
+
+export function createHttpSender(opts: HttpSenderOptions): HttpSender {
+  const timeout = opts.attemptTimeoutMs;
+  const agent = new Agent({
+    connections: opts.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN,
+    pipelining: 1,
+    // HTTP/1.1 only: undici 8 offers h2 by default, which would multiplex a whole origin onto one
+    // session and make `connections` stop meaning concurrent attempts.
+    allowH2: false,
+    connectTimeout: timeout,
+    headersTimeout: timeout,
+    bodyTimeout: timeout,
+    // Resolved addresses are checked on every new connection, so DNS rebinding after validation fails.
+    ...(opts.allowPrivateTargets ? {} : { connect: { lookup: createGuardedLookup(opts.resolve) } }),
+  });
+
+  async function send(req: SendRequest): Promise<AttemptOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const fail = (kind: FailureKind, error: string, status: number | null = null, bodySnippet?: string): AttemptOutcome => ({
+      ok: false, kind, status, error: redact(error, req.headers), durationMs: elapsed(),
+      ...(bodySnippet ? { bodySnippet } : {}),
+    });
+
+    let url: URL;
+    try {
+      url = new URL(req.url);
+    } catch {
+      return fail('invalid_url', 'not a valid URL');
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') return fail('invalid_url', `unsupported scheme ${url.protocol}`);
+    if (url.username || url.password) return fail('invalid_url', 'URL must not carry credentials');
+    if (!opts.allowPrivateTargets) {
+      // IP-literal hosts never reach the guarded lookup (net.connect skips DNS for them): check here.
+      const problem = checkTargetUrl(url, false);
+      if (problem) return fail('forbidden_target', `target ${problem}`);
+    }
+
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new AttemptTimeoutError(timeout)), timeout);
+    try {
+      let response: Dispatcher.ResponseData;
+      try {
+        response = await agent.request({
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method: 'POST',
+          headers: withUserAgent(req.headers),
+          body: req.body,
+          signal: controller.signal,
+        });
+      } catch (err) {
+        const kind = controller.signal.aborted ? 'timeout' : classify(err);
+        return fail(kind, describeError(err));
+      }
+      const status = response.statusCode;
+      // The status decides the attempt; the body is read only for the operators' snippet and to free the
+      // connection, so a body that fails or stalls after a 2xx does not turn the acknowledgement into a retry.
+      const head = await readHead(response.body);
+      if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed() };
+      const snippet = sanitize(head.subarray(0, SNIPPET_LENGTH).toString('utf8'));
+      if (status >= 300 && status < 400) {
+        const location = response.headers['location'];
+        const to = typeof location === 'string' ? ` to ${sanitize(location).slice(0, 200)}` : '';
+        return fail('status', `HTTP ${status} redirect${to} (redirects are not followed)`, status, snippet);
+      }
+      return fail('status', `HTTP ${status}`, status, snippet);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  return {
+    send,
+    close: () => agent.close(),
+  };
+}
+
+/**
+ * The first MAX_RESPONSE_READ bytes of a body. A longer body is destroyed, which closes that connection
+ * (undici cannot return a socket with unread data to the pool); a shorter one ends normally and its
+ * connection is reused. Errors while reading end the read: what was read is enough.
+ */
+async function readHead(body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown }): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= MAX_RESPONSE_READ) break; // leaving for-await destroys the stream
+    }
+  } catch {
+    // reset, timeout or abort mid-body
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).subarray(0, MAX_RESPONSE_READ);
+}
+
+function withUserAgent(headers: Record<string, string>): Record<string, string> {
+  return Object.keys(headers).some((k) => k.toLowerCase() === 'user-agent') ? headers : { ...headers, 'user-agent': USER_AGENT };
+}
+
+/** Every error of an error, its causes and an AggregateError's members (happy eyeballs raises those). */
+function* chain(err: unknown, depth = 0): Generator<unknown> {
+  if (err === undefined || err === null || depth > 5) return;
+  yield err;
+  if (err instanceof AggregateError) for (const e of err.errors) yield* chain(e, depth + 1);
+  if (err instanceof Error) yield* chain(err.cause, depth + 1);
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+
+function classify(err: unknown): FailureKind {
+  for (const e of chain(err)) {
+    if (e instanceof ForbiddenTargetError) return 'forbidden_target';
+    if (e instanceof AttemptTimeoutError) return 'timeout';
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) return 'timeout';
+  }
+  if (err instanceof undiciErrors.InvalidArgumentError) return 'invalid_url';
+  return 'connection';
+}
+
+function describeError(err: unknown): string {
+  const forbidden = [...chain(err)].find((e) => e instanceof ForbiddenTargetError);
+  if (forbidden) return forbidden.message;
+  if (err instanceof AggregateError && err.errors.length) {
+    return err.errors.map((e) => describeError(e)).join('; ');
+  }
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    const message = err.message || err.name;
+    return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
+  }
+  return String(err);
+}
+
+/**
+ * Bound an error message and strip any request header value from it: headers carry signatures, and
+ * error strings end up in logs and dead letters. No known undici message includes one; this makes sure.
+ */
+function redact(message: string, headers: Record<string, string>): string {
+  let out = message;
+  for (const value of Object.values(headers)) {
+    if (value.length >= 8) out = out.split(value).join('[redacted]');
+  }
+  out = sanitize(out);
+  return out.length > MAX_ERROR_LENGTH ? `${out.slice(0, MAX_ERROR_LENGTH)}…` : out;
+}
+
+/** Printable text only: control characters (and invalid UTF-8, already U+FFFD) become spaces or go. */
+function sanitize(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufffd]/g, ' ').replace(/\s+/g, ' ').trim();
+}

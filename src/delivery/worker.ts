@@ -1,0 +1,230 @@
+// The delivery role: one durable consumer per active endpoint, each with its own pull loop, so a slow
+// or dead endpoint only ever occupies its own in-flight slots (max_ack_pending). A 2xx acks; a failure
+// is recorded and left unacked, and JetStream's backoff brings the next attempt; when the last allowed
+// attempt fails, a plain nak makes the server raise the max-deliveries advisory at once (dead letter).
+import type { ConsumerConfig, ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes } from '@nats-io/jetstream';
+import { DeliveryHeader, deliveryAddress, deliveryStream, endpointConsumer } from '../../streams/deliveries.ts';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
+import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
+import type { EndpointId } from '../domain/ids.ts';
+import { signingKey } from '../domain/signature.ts';
+import type { EndpointDirectory } from '../endpoints/directory.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+import { describe } from '../errors.ts';
+import type { AttemptOutcome } from './http-sender.ts';
+import { deliveryHeaders } from './sign-request.ts';
+
+export interface Sender {
+  send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
+}
+
+export interface SecretOpener {
+  open(sealed: string): string;
+}
+
+export interface DeliveryOptions {
+  shards: number;
+  retrySchedule: number[];
+  maxInFlight: number;
+}
+
+export interface Delivery {
+  /** Endpoints with a running pull loop in this process. */
+  running(): number;
+  stop(): Promise<void>;
+}
+
+interface InFlight {
+  msg: JsMsg;
+  touched: number;
+  wait: number;
+}
+
+const CONSUMER_SETUP_CONCURRENCY = 32;
+
+export async function startDelivery(deps: {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  directory: EndpointDirectory;
+  sender: Sender;
+  secrets: SecretOpener;
+  options: DeliveryOptions;
+  log: Logger;
+  metrics: ServiceMetrics;
+}): Promise<Delivery> {
+  const { js, jsm, directory, sender, options, log, metrics } = deps;
+  const maxDeliver = options.retrySchedule.length + 1;
+  const loops = new Map<EndpointId, { messages: ConsumerMessages; done: Promise<void> }>();
+  const inFlight = new Set<InFlight>();
+  const attempts = new Set<Promise<void>>();
+  let stopping = false;
+
+  // Opening a sealed secret costs a libsodium call; endpoints keep theirs for the life of the process.
+  const keyCache = new Map<string, Buffer>();
+  const keysFor = (state: EndpointState, now: number) =>
+    liveSecrets(state, now).map((s) => {
+      let key = keyCache.get(s.sealed);
+      if (!key) keyCache.set(s.sealed, (key = signingKey(deps.secrets.open(s.sealed))));
+      return key;
+    });
+
+  /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
+  const waitFor = (deliveryCount: number) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!;
+
+  // One sweep for all attempts: an attempt that outlives its wait would otherwise be delivered again
+  // while still running (jetstream-2.9.md: working() resets the wait to the current step).
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const f of inFlight) {
+      if (now - f.touched > f.wait / 2) {
+        f.msg.working();
+        f.touched = now;
+      }
+    }
+  }, 250);
+  sweep.unref();
+
+  async function recordFailure(record: AttemptRecord): Promise<void> {
+    try {
+      await js.publish(attemptSubject(record.endpoint, record.webhook_id), JSON.stringify(record));
+    } catch (e) {
+      log.warn('could not record attempt', { endpoint: record.endpoint, webhook_id: record.webhook_id, reason: describe(e) });
+    }
+  }
+
+  async function attempt(endpointId: EndpointId, m: JsMsg): Promise<void> {
+    const state = directory.get(endpointId);
+    if (!state || state.status !== EndpointStatus.Active) {
+      m.ack(); // a deleted endpoint gets nothing more
+      return;
+    }
+    const webhookId = m.headers?.get(DeliveryHeader.WebhookId);
+    const event = m.headers?.get(DeliveryHeader.Event);
+    if (!webhookId || !event) {
+      log.error('delivery message without webhook-id or event header; dropped', { endpoint: endpointId, seq: m.seq });
+      m.term();
+      return;
+    }
+    const n = m.info.deliveryCount;
+    const started = Date.now();
+    const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, started), body, now: started });
+    const tracked: InFlight = { msg: m, touched: started, wait: waitFor(n) };
+    inFlight.add(tracked);
+    metrics.attempts.inc({ event });
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await sender.send({ url: state.url, headers, body });
+    } finally {
+      inFlight.delete(tracked);
+    }
+    metrics.attemptSeconds.observe(outcome.durationMs / 1000);
+    if (outcome.ok) {
+      m.ack();
+      metrics.acknowledged.inc({ event });
+      return;
+    }
+    metrics.failed.inc({ event, kind: outcome.kind });
+    const last = n >= maxDeliver;
+    log.info('delivery attempt failed', {
+      endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
+      status: outcome.status, reason: outcome.error, final: last,
+    });
+    await recordFailure({
+      v: 1, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: new Date(started).toISOString(),
+      duration_ms: outcome.durationMs, status: outcome.status, error: outcome.error,
+      next_attempt_at: last ? null : new Date(tracked.touched + tracked.wait).toISOString(),
+    });
+    if (last) {
+      metrics.dead.inc({ event });
+      m.nak(); // past max_deliver: the server raises the max-deliveries advisory now, not after another wait
+    }
+    // Otherwise left unacked on purpose: the consumer's backoff schedules the next attempt.
+  }
+
+  function run(endpointId: EndpointId, messages: ConsumerMessages): Promise<void> {
+    return (async () => {
+      for await (const m of messages) {
+        const p = attempt(endpointId, m).catch((e: unknown) => {
+          log.error('delivery attempt crashed; it will be retried', { endpoint: endpointId, seq: m.seq, reason: describe(e) });
+        });
+        attempts.add(p);
+        void p.finally(() => attempts.delete(p));
+      }
+    })();
+  }
+
+  async function startLoop(state: EndpointState, known?: ConsumerConfig): Promise<void> {
+    if (loops.has(state.id) || stopping) return;
+    const address = deliveryAddress(state.id, options.shards);
+    await ensureConsumer(jsm, address.stream, endpointConsumer(state.id, {
+      shards: options.shards, retrySchedule: options.retrySchedule, maxInFlight: options.maxInFlight,
+    }), known);
+    if (loops.has(state.id) || stopping) return;
+    const consumer = await js.consumers.get(address.stream, state.id);
+    const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: 30_000 });
+    loops.set(state.id, { messages, done: run(state.id, messages) });
+  }
+
+  async function stopLoop(id: EndpointId): Promise<void> {
+    const loop = loops.get(id);
+    if (!loop) return;
+    loops.delete(id);
+    await loop.messages.close();
+    await loop.done;
+  }
+
+  async function retire(state: EndpointState): Promise<void> {
+    await stopLoop(state.id);
+    const address = deliveryAddress(state.id, options.shards);
+    try {
+      await jsm.consumers.delete(address.stream, state.id);
+    } catch (e) {
+      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
+    }
+    // Pending deliveries of a deleted endpoint are dropped, not kept for a restore.
+    await jsm.streams.purge(address.stream, { filter: address.subject });
+  }
+
+  const reconcile = (state: EndpointState, known?: ConsumerConfig): Promise<void> =>
+    (state.status === EndpointStatus.Active ? startLoop(state, known) : retire(state)).catch((e: unknown) => {
+      log.error('could not reconcile endpoint consumer', { endpoint: state.id, status: state.status, reason: describe(e) });
+    });
+
+  // Start-up: one listing per stream instead of one info request per endpoint.
+  const known = new Map<string, ConsumerConfig>();
+  for (let shard = 0; shard < options.shards; shard++) {
+    for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+      known.set(ci.name, ci.config);
+    }
+  }
+  const queue = [...directory.all()].filter((s) => s.status === EndpointStatus.Active || known.has(s.id));
+  await Promise.all(Array.from({ length: CONSUMER_SETUP_CONCURRENCY }, async () => {
+    for (let s = queue.pop(); s; s = queue.pop()) await reconcile(s, known.get(s.id));
+  }));
+
+  const pending = new Set<Promise<void>>();
+  const unsubscribe = directory.onChange((next, previous) => {
+    if (previous && previous.status === next.status) return; // url/events/secret changes are read per attempt
+    const p = reconcile(next);
+    pending.add(p);
+    void p.finally(() => pending.delete(p));
+  });
+  log.info('delivery started', { endpoints: loops.size });
+
+  return {
+    running: () => loops.size,
+    async stop() {
+      stopping = true;
+      unsubscribe();
+      await Promise.allSettled([...pending]);
+      await Promise.all([...loops.keys()].map(stopLoop));
+      // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
+      await Promise.allSettled([...attempts]);
+      clearInterval(sweep);
+    },
+  };
+}

@@ -1,0 +1,40 @@
+// Tenant-scoped reads of the endpoint projection: the only way to load endpoint rows (like Svix's
+// secure_find), so no read can forget the tenant. Another tenant's id looks exactly like a missing one.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { EndpointRecord } from '../db/entities.ts';
+import { recordToRow, type EndpointRow } from '../db/endpoint-rows.ts';
+
+export type { EndpointRow } from '../db/endpoint-rows.ts';
+
+export interface EndpointPage {
+  /** Newest first. */
+  rows: EndpointRow[];
+  hasMore: boolean;
+  /** Pass as `cursor` for the next page; undefined on the last page. */
+  nextCursor: string | undefined;
+}
+
+export async function getEndpoint(em: EntityManager, tenant: string, id: string): Promise<EndpointRow | undefined> {
+  const record = await em.findOne(EndpointRecord, { id, tenant }, { disableIdentityMap: true });
+  return record ? recordToRow(record) : undefined;
+}
+
+/**
+ * One page of the tenant's endpoints, newest first. The cursor is the last id of the previous page and
+ * ids are time-ordered, so endpoints created while paging never shift or repeat an older page's items.
+ */
+export async function listEndpoints(
+  em: EntityManager,
+  tenant: string,
+  opts: { limit: number; cursor?: string | undefined },
+): Promise<EndpointPage> {
+  const limit = Math.max(1, Math.floor(opts.limit));
+  const records = await em.find(
+    EndpointRecord,
+    opts.cursor === undefined ? { tenant } : { tenant, id: { $lt: opts.cursor } },
+    { orderBy: { id: 'desc' }, limit: limit + 1, disableIdentityMap: true },
+  );
+  const hasMore = records.length > limit;
+  const rows = records.slice(0, limit).map(recordToRow);
+  return { rows, hasMore, nextCursor: hasMore ? rows[rows.length - 1]?.id : undefined };
+}

@@ -1,0 +1,112 @@
+// The command side of endpoints: validate, decide the event, append it to the endpoint's subject with
+// optimistic concurrency (expected last subject sequence), so two concurrent commands cannot both win.
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+import { isApiError } from '../../streams/ensure.ts';
+import {
+  applyEndpointEvent, assertActive, assertDeleted, validateFields,
+  type EndpointEvent, type EndpointState,
+} from '../domain/endpoint.ts';
+import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
+import { newSigningSecret } from '../domain/signature.ts';
+import { conflict, notFound } from '../errors.ts';
+import { readEndpoint } from './read.ts';
+
+const WRONG_LAST_SEQUENCE = 10071;
+export const MAX_GRACE_MS = 7 * 24 * 3600_000;
+export const DEFAULT_GRACE_MS = 24 * 3600_000;
+
+export interface SecretSealerLike {
+  seal(plaintext: string): string;
+}
+
+export interface EndpointInput {
+  url?: unknown;
+  events?: unknown;
+  description?: unknown;
+}
+
+export interface CommandResult {
+  endpoint: EndpointState;
+  /** Stream sequence of the event; the API waits for the projection to reach it. */
+  seq: number;
+}
+
+export interface EndpointStore {
+  create(tenant: TenantId, input: EndpointInput): Promise<CommandResult & { signingSecret: string }>;
+  update(tenant: TenantId, id: EndpointId, input: EndpointInput): Promise<CommandResult>;
+  delete(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
+  restore(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
+  rotateSecret(tenant: TenantId, id: EndpointId, graceMs?: number): Promise<CommandResult & { signingSecret: string }>;
+  /** The current state from the stream, scoped to the tenant (another tenant's id is not found). */
+  get(tenant: TenantId, id: EndpointId): Promise<EndpointState>;
+}
+
+export function createEndpointStore(deps: {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  sealer: SecretSealerLike;
+  checkUrl: (url: URL) => string | undefined;
+  now?: () => Date;
+}): EndpointStore {
+  const now = () => (deps.now ? deps.now() : new Date()).toISOString();
+
+  async function append(state: EndpointState | undefined, event: EndpointEvent): Promise<CommandResult> {
+    try {
+      const ack = await deps.js.publish(endpointSubject(event.id), JSON.stringify(event), {
+        expect: { lastSubjectSequence: state?.version ?? 0 },
+      });
+      return { endpoint: applyEndpointEvent(state, event, ack.seq), seq: ack.seq };
+    } catch (e) {
+      if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
+      throw e;
+    }
+  }
+
+  async function get(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
+    const state = await readEndpoint(deps.js, deps.jsm, id);
+    if (!state || state.tenant !== tenant) throw notFound(`webhook endpoint ${id}`);
+    return state;
+  }
+
+  return {
+    get,
+    async create(tenant, input) {
+      const fields = validateFields(input, false, deps.checkUrl);
+      const signingSecret = newSigningSecret();
+      const result = await append(undefined, {
+        v: 1, type: 'endpoint.created', id: newEndpointId(), tenant,
+        url: fields.url!, events: fields.events!, description: fields.description ?? null,
+        secret: deps.sealer.seal(signingSecret), at: now(),
+      });
+      return { ...result, signingSecret };
+    },
+    async update(tenant, id, input) {
+      const fields = validateFields(input, true, deps.checkUrl);
+      const state = await get(tenant, id);
+      assertActive(state);
+      return append(state, { v: 1, type: 'endpoint.updated', id, ...fields, at: now() });
+    },
+    async delete(tenant, id) {
+      const state = await get(tenant, id);
+      assertActive(state);
+      return append(state, { v: 1, type: 'endpoint.deleted', id, at: now() });
+    },
+    async restore(tenant, id) {
+      const state = await get(tenant, id);
+      assertDeleted(state);
+      return append(state, { v: 1, type: 'endpoint.restored', id, at: now() });
+    },
+    async rotateSecret(tenant, id, graceMs = DEFAULT_GRACE_MS) {
+      const state = await get(tenant, id);
+      const signingSecret = newSigningSecret();
+      const at = deps.now ? deps.now() : new Date();
+      const result = await append(state, {
+        v: 1, type: 'endpoint.secret_rotated', id, secret: deps.sealer.seal(signingSecret),
+        previous_expires_at: graceMs > 0 ? new Date(at.getTime() + graceMs).toISOString() : null,
+        at: at.toISOString(),
+      });
+      return { ...result, signingSecret };
+    },
+  };
+}

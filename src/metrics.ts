@@ -1,0 +1,110 @@
+// A small Prometheus registry: counters and histograms with labels, rendered in the text format.
+// The roles count what happens; GET /metrics renders it.
+
+type Labels = Record<string, string>;
+const key = (labels: Labels) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+const fmt = (labels: Labels, extra?: Labels) => {
+  const all = { ...labels, ...extra };
+  const parts = Object.entries(all).map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);
+  return parts.length ? `{${parts.join(',')}}` : '';
+};
+
+export interface Counter {
+  inc(labels?: Labels, by?: number): void;
+  get(labels?: Labels): number;
+}
+
+export interface Histogram {
+  observe(value: number, labels?: Labels): void;
+}
+
+export interface Gauge {
+  set(value: number, labels?: Labels): void;
+}
+
+interface Family {
+  name: string;
+  help: string;
+  type: 'counter' | 'histogram' | 'gauge';
+  render(): string[];
+}
+
+export class Metrics {
+  readonly #families: Family[] = [];
+
+  counter(name: string, help: string): Counter {
+    const values = new Map<string, { labels: Labels; value: number }>();
+    this.#families.push({
+      name, help, type: 'counter',
+      render: () => [...values.values()].map((v) => `${name}${fmt(v.labels)} ${v.value}`),
+    });
+    return {
+      inc(labels = {}, by = 1) {
+        const k = key(labels);
+        const v = values.get(k);
+        if (v) v.value += by;
+        else values.set(k, { labels, value: by });
+      },
+      get: (labels = {}) => values.get(key(labels))?.value ?? 0,
+    };
+  }
+
+  gauge(name: string, help: string): Gauge {
+    const values = new Map<string, { labels: Labels; value: number }>();
+    this.#families.push({
+      name, help, type: 'gauge',
+      render: () => [...values.values()].map((v) => `${name}${fmt(v.labels)} ${v.value}`),
+    });
+    return { set: (value, labels = {}) => void values.set(key(labels), { labels, value }) };
+  }
+
+  histogram(name: string, help: string, buckets: number[]): Histogram {
+    const series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
+    this.#families.push({
+      name, help, type: 'histogram',
+      render: () => [...series.values()].flatMap((s) => [
+        ...buckets.map((b, i) => `${name}_bucket${fmt(s.labels, { le: String(b) })} ${s.counts[i]}`),
+        `${name}_bucket${fmt(s.labels, { le: '+Inf' })} ${s.count}`,
+        `${name}_sum${fmt(s.labels)} ${s.sum}`,
+        `${name}_count${fmt(s.labels)} ${s.count}`,
+      ]),
+    });
+    return {
+      observe(value, labels = {}) {
+        const k = key(labels);
+        let s = series.get(k);
+        if (!s) series.set(k, (s = { labels, counts: buckets.map(() => 0), sum: 0, count: 0 }));
+        for (let i = 0; i < buckets.length; i++) if (value <= buckets[i]!) s.counts[i]!++;
+        s.sum += value;
+        s.count++;
+      },
+    };
+  }
+
+  render(): string {
+    return this.#families
+      .flatMap((f) => [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`, ...f.render()])
+      .join('\n') + '\n';
+  }
+}
+
+/** The service's metrics, one set per process. */
+export function createServiceMetrics(registry = new Metrics()) {
+  return {
+    registry,
+    eventsReceived: registry.counter('hookstream_events_received_total', 'Events read from the EVENTS stream'),
+    eventsRejected: registry.counter('hookstream_events_rejected_total', 'Events not delivered, by reason'),
+    deliveriesEnqueued: registry.counter('hookstream_deliveries_enqueued_total', 'Deliveries fanned out to endpoints'),
+    attempts: registry.counter('hookstream_delivery_attempts_total', 'Delivery attempts, by event type'),
+    acknowledged: registry.counter('hookstream_deliveries_acknowledged_total', 'Deliveries answered with 2xx, by event type'),
+    failed: registry.counter('hookstream_delivery_attempts_failed_total', 'Failed attempts, by event type and kind'),
+    dead: registry.counter('hookstream_deliveries_dead_total', 'Deliveries that ran out of retries, by event type'),
+    deadLettersStored: registry.counter('hookstream_dead_letters_stored_total', 'Dead-letter records written'),
+    deadLettersReplayed: registry.counter('hookstream_dead_letters_replayed_total', 'Dead letters replayed'),
+    attemptSeconds: registry.histogram('hookstream_attempt_duration_seconds', 'Duration of delivery attempts',
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
+    backlogPending: registry.gauge('hookstream_endpoint_backlog_pending', 'Deliveries waiting per endpoint'),
+    backlogAckPending: registry.gauge('hookstream_endpoint_backlog_ack_pending', 'Deliveries in flight or awaiting retry per endpoint'),
+  };
+}
+export type ServiceMetrics = ReturnType<typeof createServiceMetrics>;

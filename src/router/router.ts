@@ -1,0 +1,123 @@
+// The router: reads EVENTS through its durable consumer, checks each event, and fans it out to the
+// DELIVERIES stream of every active endpoint of the tenant whose subscription matches. Publishes are
+// idempotent (Nats-Msg-Id = webhook-id + endpoint), and the event is acked only after its whole
+// fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
+import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
+import { matchesAny } from '../domain/catalogue.ts';
+import { parseEvent } from '../domain/event-data.ts';
+import type { TenantId } from '../domain/ids.ts';
+import type { EndpointDirectory } from '../endpoints/directory.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+import { describe } from '../errors.ts';
+
+/** At most this many fan-out publishes awaiting their ack at once. */
+const MAX_PUBLISHES_IN_FLIGHT = 4096;
+
+/**
+ * The webhook-id of an event: derived from its place in the EVENTS stream (stored time and sequence),
+ * so a redelivered event gets the same id, and a recreated stream never reuses one.
+ */
+export function webhookIdFor(seq: number, timestampNanos: bigint): string {
+  const ms = Number(timestampNanos / 1_000_000n);
+  return `msg_${ms.toString(36).padStart(9, '0')}${seq.toString(36).padStart(8, '0')}`;
+}
+
+export interface Router {
+  stop(): Promise<void>;
+}
+
+export async function startRouter(deps: {
+  js: JetStreamClient;
+  directory: EndpointDirectory;
+  shards: number;
+  log: Logger;
+  metrics: ServiceMetrics;
+}): Promise<Router> {
+  const { js, directory, log, metrics } = deps;
+  const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
+  const messages = await consumer.consume({ max_messages: 512 });
+
+  // Endpoint writes acked before an event was published must be visible when it is routed: a directory
+  // sync that started after the event was pulled covers it, and covers every event pulled before too.
+  let coveredUntil = -1;
+  const ensureSynced = async (pulledAt: number) => {
+    if (pulledAt < coveredUntil) return;
+    const started = performance.now();
+    await directory.sync();
+    coveredUntil = Math.max(coveredUntil, started);
+  };
+
+  let inFlight = 0;
+  let slotFreed: (() => void) | undefined;
+  const publishesDone = new Set<Promise<void>>();
+
+  const route = (m: JsMsg): Promise<void> | undefined => {
+    metrics.eventsReceived.inc();
+    const parsed = parseEvent(m.subject, m.data);
+    if (!parsed.ok) {
+      metrics.eventsRejected.inc({ reason: parsed.reason });
+      log.warn('event rejected', { subject: m.subject, seq: m.seq, reason: parsed.reason, detail: parsed.detail });
+      m.term();
+      return undefined;
+    }
+    const targets = [...directory.activeFor(parsed.tenant as TenantId)].filter((e) => matchesAny(e.events, parsed.type));
+    if (targets.length === 0) {
+      m.ack();
+      return undefined;
+    }
+    const webhookId = webhookIdFor(m.seq, m.timestampNanos);
+    const body = JSON.stringify({ type: parsed.type, data: parsed.data });
+    const publishes = targets.map((endpoint) => {
+      const h = natsHeaders();
+      h.set(DeliveryHeader.WebhookId, webhookId);
+      h.set(DeliveryHeader.Event, parsed.type);
+      h.set(DeliveryHeader.Tenant, parsed.tenant);
+      h.set(DeliveryHeader.Endpoint, endpoint.id);
+      return js.publish(deliveryAddress(endpoint.id, deps.shards).subject, body, {
+        msgID: `${webhookId}.${endpoint.id}`,
+        headers: h,
+      });
+    });
+    inFlight += publishes.length;
+    const done = Promise.all(publishes).then(
+      () => {
+        metrics.deliveriesEnqueued.inc({}, publishes.length);
+        m.ack();
+      },
+      (e: unknown) => {
+        // Not acked: the event comes back after the consumer's ack wait; duplicates are dropped by msgID.
+        log.warn('fan-out failed, event will be retried', { subject: m.subject, seq: m.seq, reason: describe(e) });
+      },
+    ).finally(() => {
+      inFlight -= publishes.length;
+      publishesDone.delete(done);
+      slotFreed?.();
+    });
+    publishesDone.add(done);
+    return done;
+  };
+
+  const loop = (async () => {
+    for await (const m of messages) {
+      try {
+        await ensureSynced(performance.now());
+        route(m);
+        while (inFlight >= MAX_PUBLISHES_IN_FLIGHT) await new Promise<void>((r) => (slotFreed = r));
+      } catch (e) {
+        log.error('routing failed, event will be retried', { subject: m.subject, seq: m.seq, reason: describe(e) });
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      await messages.close();
+      await loop;
+      await Promise.allSettled([...publishesDone]);
+    },
+  };
+}

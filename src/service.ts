@@ -1,0 +1,109 @@
+// Wiring: one process runs the roles it is given (HOOKSTREAM_ROLES or `serve --roles`), each started
+// from the configuration and stopped in reverse order, so in-flight work finishes before connections close.
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Config, Role } from './config.ts';
+import type { Logger } from './log.ts';
+import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
+import { connectNats } from './nats/connect.ts';
+import { ensureStreams } from '../streams/index.ts';
+import { loadKeys } from './crypto/keys.ts';
+import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
+import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
+import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
+import { startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { startRouter } from './router/router.ts';
+import { startDelivery } from './delivery/worker.ts';
+import { createHttpSender } from './delivery/http-sender.ts';
+import { startDeadLetterHandler } from './deadletter/handler.ts';
+
+export interface RunningService {
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly orm: Database | undefined;
+  readonly metrics: ServiceMetrics;
+  readonly directory: EndpointDirectory | undefined;
+  readonly projector: EndpointProjector | undefined;
+  stop(): Promise<void>;
+}
+
+const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin');
+
+export async function startService(config: Config, log: Logger): Promise<RunningService> {
+  const roles = new Set(config.roles);
+  const stops: (() => Promise<void>)[] = [];
+  const metrics = createServiceMetrics();
+  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
+  stops.push(() => nc.drain());
+  try {
+    const js = jetstream(nc);
+    const jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+    const keys = await loadKeys(config, log, {
+      master: roles.has('api') || roles.has('delivery'),
+      deadLetterPublic: roles.has('deadletter'),
+      deadLetterSecret: roles.has('admin'),
+    });
+
+    let orm: Database | undefined;
+    if (needsDatabase(config.roles)) {
+      const db = await openDatabase(config.databaseUrl, log);
+      orm = db;
+      stops.push(() => closeDatabase(db));
+    }
+
+    let projector: EndpointProjector | undefined;
+    if (roles.has('projector') && orm) {
+      const p = await startEndpointProjector({ js, orm, log: log.child({ role: 'projector' }) });
+      projector = p;
+      stops.push(() => p.stop());
+    }
+
+    let directory: EndpointDirectory | undefined;
+    if (roles.has('router') || roles.has('delivery')) {
+      const d = await startEndpointDirectory({ js, jsm, log: log.child({ role: 'directory' }) });
+      directory = d;
+      stops.push(() => d.stop());
+    }
+
+    if (roles.has('deadletter') && orm) {
+      const publicKey = keys.deadLetterPublicKey!;
+      const handler = await startDeadLetterHandler({
+        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b) },
+        log: log.child({ role: 'deadletter' }), metrics,
+      });
+      stops.push(() => handler.stop());
+    }
+
+    if (roles.has('delivery') && directory) {
+      const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
+      stops.push(() => sender.close());
+      const delivery = await startDelivery({
+        js, jsm, directory, sender, secrets: new SecretSealer(keys.masterKey!),
+        options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint },
+        log: log.child({ role: 'delivery' }), metrics,
+      });
+      stops.push(() => delivery.stop());
+    }
+
+    if (roles.has('router') && directory) {
+      const router = await startRouter({ js, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
+      stops.push(() => router.stop());
+    }
+
+    log.info('hookstream started', { roles: config.roles.join(',') });
+    return {
+      nc, js, jsm, orm, metrics, directory, projector,
+      async stop() {
+        // Reverse order: the roles that take work stop first, connections last.
+        for (const stop of stops.reverse()) {
+          await stop().catch((e: unknown) => log.error('error while stopping', { reason: e instanceof Error ? e.message : String(e) }));
+        }
+      },
+    };
+  } catch (e) {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    throw e;
+  }
+}

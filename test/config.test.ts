@@ -1,0 +1,180 @@
+// Configuration: the defaults a new user gets, and a ConfigError naming the variable for every kind of
+// bad value, without echoing credentials.
+import test from 'ava';
+import { loadConfig, redactUrl, ROLES, VARIABLES, type Config } from '../src/config.ts';
+import { ConfigError, ErrorCode, isHookstreamError } from '../src/errors.ts';
+
+test('defaults without any variable', (t) => {
+  const expected: Config = {
+    natsUrl: 'nats://127.0.0.1:4222',
+    natsUser: undefined,
+    natsPassword: undefined,
+    databaseUrl: 'postgres://postgres@127.0.0.1:5432/hookstream',
+    host: '127.0.0.1',
+    port: 8080,
+    dataDir: '.hookstream',
+    production: false,
+    roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'],
+    // 5s,30s,2m,15m,1h,4h,10h,14h in milliseconds
+    retrySchedule: [5_000, 30_000, 120_000, 900_000, 3_600_000, 14_400_000, 36_000_000, 50_400_000],
+    attemptTimeoutMs: 15_000,
+    allowPrivateTargets: false,
+    maxInFlightPerEndpoint: 16,
+    deliveryShards: 8,
+    rateLimitPerSecond: 100,
+    masterKey: undefined,
+    deadLetterPublicKey: undefined,
+    deadLetterSecretKey: undefined,
+    logLevel: 'info',
+  };
+  t.deepEqual(loadConfig({}), expected);
+});
+
+test('empty and blank variables mean the default', (t) => {
+  t.deepEqual(loadConfig({ PORT: '', HOOKSTREAM_RETRY_SCHEDULE: '  ', HOOKSTREAM_ROLES: '', NATS_URL: '' }), loadConfig({}));
+});
+
+test('the documented defaults (VARIABLES) are the defaults loadConfig applies', (t) => {
+  const env: Record<string, string> = {};
+  for (const v of VARIABLES) if (v.default !== '' && !v.default.startsWith('(')) env[v.name] = v.default;
+  t.true(Object.keys(env).length >= 12);
+  t.deepEqual(loadConfig(env), loadConfig({}));
+});
+
+test('values are read and parsed', (t) => {
+  const c = loadConfig({
+    NATS_URL: 'nats://a:4222,tls://b:4443', DATABASE_URL: 'postgresql://u:p@db:5433/x', HOST: '0.0.0.0', PORT: '9090',
+    HOOKSTREAM_DATA_DIR: '/var/lib/hookstream', NODE_ENV: 'production', HOOKSTREAM_ROLES: ' delivery , router,delivery',
+    HOOKSTREAM_RETRY_SCHEDULE: '500ms, 1.5s,2m,1d', HOOKSTREAM_ATTEMPT_TIMEOUT: '5m', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: 'TRUE',
+    HOOKSTREAM_MAX_IN_FLIGHT: '1', HOOKSTREAM_DELIVERY_SHARDS: '256', HOOKSTREAM_RATE_LIMIT: '5', HOOKSTREAM_LOG_LEVEL: 'debug',
+    NATS_USER: 'svc', NATS_PASSWORD: 'pw',
+  });
+  t.is(c.natsUrl, 'nats://a:4222,tls://b:4443');
+  t.is(c.databaseUrl, 'postgresql://u:p@db:5433/x');
+  t.is(c.host, '0.0.0.0');
+  t.is(c.port, 9090);
+  t.is(c.dataDir, '/var/lib/hookstream');
+  t.true(c.production);
+  t.deepEqual(c.roles, ['delivery', 'router']);
+  t.deepEqual(c.retrySchedule, [500, 1500, 120_000, 86_400_000]);
+  t.is(c.attemptTimeoutMs, 300_000);
+  t.true(c.allowPrivateTargets);
+  t.is(c.maxInFlightPerEndpoint, 1);
+  t.is(c.deliveryShards, 256);
+  t.is(c.rateLimitPerSecond, 5);
+  t.is(c.logLevel, 'debug');
+  t.is(c.natsUser, 'svc');
+  t.is(c.natsPassword, 'pw');
+  t.false(loadConfig({ NODE_ENV: 'development' }).production);
+  t.false(loadConfig({ HOOKSTREAM_ALLOW_PRIVATE_TARGETS: 'no' }).allowPrivateTargets);
+});
+
+// [variable, bad value] for every kind of variable.
+const BAD: [string, string][] = [
+  // durations
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '15'],
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '15 seconds'],
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '0s'],
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '-5s'],
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '6m'],
+  ['HOOKSTREAM_ATTEMPT_TIMEOUT', '1w'],
+  // retry schedule
+  ['HOOKSTREAM_RETRY_SCHEDULE', '5s,,30s'],
+  ['HOOKSTREAM_RETRY_SCHEDULE', '5s;30s'],
+  ['HOOKSTREAM_RETRY_SCHEDULE', '5s,soon'],
+  ['HOOKSTREAM_RETRY_SCHEDULE', '5s,0ms'],
+  ['HOOKSTREAM_RETRY_SCHEDULE', Array(51).fill('1s').join(',')],
+  // whole numbers
+  ['PORT', 'http'],
+  ['PORT', '80.5'],
+  ['PORT', '-1'],
+  ['PORT', '65536'],
+  ['PORT', '1e3'],
+  ['HOOKSTREAM_MAX_IN_FLIGHT', '0'],
+  ['HOOKSTREAM_MAX_IN_FLIGHT', '1001'],
+  ['HOOKSTREAM_DELIVERY_SHARDS', '0'],
+  ['HOOKSTREAM_DELIVERY_SHARDS', '257'],
+  ['HOOKSTREAM_RATE_LIMIT', 'lots'],
+  ['HOOKSTREAM_RATE_LIMIT', '0'],
+  // flags
+  ['HOOKSTREAM_ALLOW_PRIVATE_TARGETS', 'maybe'],
+  ['HOOKSTREAM_ALLOW_PRIVATE_TARGETS', '2'],
+  ['HOOKSTREAM_ALLOW_PRIVATE_TARGETS', 'on'],
+  // URLs
+  ['NATS_URL', 'not a url'],
+  ['NATS_URL', 'http://127.0.0.1:4222'],
+  ['NATS_URL', 'nats://127.0.0.1:4222,http://b:4222'],
+  ['NATS_URL', 'nats://127.0.0.1:4222,garbage'],
+  ['DATABASE_URL', 'mysql://root@127.0.0.1/hookstream'],
+  ['DATABASE_URL', 'hookstream'],
+  ['DATABASE_URL', 'postgres://postgres@127.0.0.1:notaport/hookstream'],
+  // roles
+  ['HOOKSTREAM_ROLES', 'api,web'],
+  ['HOOKSTREAM_ROLES', 'API'],
+  ['HOOKSTREAM_ROLES', 'api router'],
+  ['HOOKSTREAM_ROLES', ' , '],
+  // log level
+  ['HOOKSTREAM_LOG_LEVEL', 'verbose'],
+];
+
+for (const [variable, value] of BAD) {
+  test(`${variable}=${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)} is a ConfigError naming ${variable}`, (t) => {
+    const err = t.throws(() => loadConfig({ [variable]: value }), { instanceOf: ConfigError });
+    t.is(err.variable, variable);
+    t.true(err.message.startsWith(`${variable}: `), err.message);
+    t.true(isHookstreamError(err, ErrorCode.InvalidConfig));
+  });
+}
+
+// Passwords users really type: with characters that break URL parsing, so the message cannot rely on
+// the URL parser to find the password.
+const PASSWORDS = ['hunter2secret', 'pa/ss:w0rd', 'p@ssw0rd!', 'sec#ret?x', 'a%zzsecret', 'white space pw', 'comma,separated'];
+
+for (const password of PASSWORDS) {
+  test(`a DATABASE_URL password (${JSON.stringify(password)}) never appears in the error`, (t) => {
+    const urls = [
+      `postgres://app:${password}@db.internal:notaport/hookstream`,
+      `mysql://app:${password}@db.internal:5432/hookstream`,
+      `postgres://app:${password}@db internal:5432/hookstream`,
+      `postgres://app:${password}@[::1:5432/hookstream`,
+    ];
+    for (const url of urls) {
+      let err: unknown;
+      try {
+        loadConfig({ DATABASE_URL: url });
+      } catch (e) {
+        err = e;
+      }
+      // Some of these may parse (the password then sits in a valid URL); only errors are checked.
+      if (err === undefined) continue;
+      t.true(err instanceof ConfigError, url);
+      const message = (err as ConfigError).message;
+      t.is((err as ConfigError).variable, 'DATABASE_URL');
+      for (const part of password.split(/[/:@#?%, ]/).filter((p) => p.length >= 3)) {
+        t.false(message.includes(part), `${JSON.stringify(part)} of the password shows in: ${message}`);
+      }
+    }
+  });
+}
+
+test('at least the unparseable DATABASE_URLs above do fail (so the password check runs)', (t) => {
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://app:pa/ss@db:notaport/x' }), { instanceOf: ConfigError });
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://app:hunter2@db:notaport/x' }), { instanceOf: ConfigError });
+});
+
+test('a NATS_URL password never appears in the error either', (t) => {
+  const err = t.throws(() => loadConfig({ NATS_URL: 'nats://127.0.0.1:4222,nats://svc:s3cr/et@nats-2:bad' }), { instanceOf: ConfigError });
+  t.is(err.variable, 'NATS_URL');
+  t.false(err.message.includes('s3cr'));
+  t.false(err.message.includes('et@'));
+});
+
+test('redactUrl hides the password of a valid URL and keeps the rest', (t) => {
+  t.is(redactUrl('postgres://app:hunter2@db:5432/x'), 'postgres://app:***@db:5432/x');
+  t.is(redactUrl('postgres://app@db:5432/x'), 'postgres://app@db:5432/x');
+  t.false(redactUrl('postgres://app:pa/ss@db:bad/x').includes('ss'));
+});
+
+test('every role name is accepted on its own', (t) => {
+  for (const role of ROLES) t.deepEqual(loadConfig({ HOOKSTREAM_ROLES: role }).roles, [role]);
+});
