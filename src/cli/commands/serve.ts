@@ -1,7 +1,6 @@
 import { loadConfig, ROLES, type Role } from '../../config.ts';
 import { ConfigError } from '../../errors.ts';
 import { createLogger } from '../../log.ts';
-import { startService } from '../../service.ts';
 import type { Command } from '../command.ts';
 
 export const serve: Command = {
@@ -20,6 +19,8 @@ export const serve: Command = {
     const config = loadConfig(env);
     if (config.roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', 'no role to run');
     const log = createLogger({ level: config.logLevel });
+    // Loaded here so that other commands do not pay for the whole service at start-up.
+    const { startService } = await import('../../service.ts');
     const service = await startService(config, log);
     await new Promise<void>((resolve) => {
       const shutdown = (signal: string) => {
