@@ -1,0 +1,62 @@
+// A real HTTP receiver on loopback that records every request and answers as the test decides.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Received {
+  headers: IncomingMessage['headers'];
+  body: string;
+  at: number;
+}
+
+/** Decides the answer to the n-th request (0-based); 'hang' never answers. */
+export type Responder = (req: Received, n: number) => number | 'hang';
+
+export interface Receiver {
+  url: string;
+  received: Received[];
+  respond: Responder;
+  /** Resolves when at least `count` requests have arrived. */
+  waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(respond: Responder = () => 200): Promise<Receiver> {
+  const received: Received[] = [];
+  const waiters: { count: number; resolve: () => void }[] = [];
+  const hanging = new Set<ServerResponse>();
+  const receiver: Receiver = {
+    url: '',
+    received,
+    respond,
+    async waitFor(count, timeoutMs = 30_000) {
+      if (received.length < count) {
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`receiver got ${received.length} of ${count} requests within ${timeoutMs} ms`)), timeoutMs);
+          waiters.push({ count, resolve: () => { clearTimeout(timer); resolve(); } });
+        });
+      }
+      return received;
+    },
+    async close() {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+      const n = received.length;
+      received.push(r);
+      for (let i = waiters.length - 1; i >= 0; i--) if (received.length >= waiters[i]!.count) waiters.splice(i, 1)[0]!.resolve();
+      const answer = receiver.respond(r, n);
+      if (answer === 'hang') { hanging.add(res); return; }
+      res.writeHead(answer, { 'content-type': 'text/plain' }).end(answer >= 400 ? 'nope' : 'ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  return receiver;
+}

@@ -1,0 +1,77 @@
+// The whole service for a test file: its own nats-server and database, real roles, quiet logs.
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
+import { startService, type RunningService } from '../../src/service.ts';
+import { generateKeys, initSodium } from '../../src/crypto/sodium.ts';
+import { createEndpointStore, type EndpointStore } from '../../src/endpoints/store.ts';
+import { SecretSealer } from '../../src/crypto/sodium.ts';
+import { checkTargetUrl } from '../../src/delivery/target-policy.ts';
+import { startNatsServer, type NatsServer } from './nats-server.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+
+export interface Harness {
+  nats: NatsServer;
+  db: TestDatabase;
+  config: Config;
+  log: Logger;
+  keys: ReturnType<typeof generateKeys>;
+  service: RunningService;
+  store: EndpointStore;
+  /** Stop the service (not the servers) and start it again with the same configuration. */
+  restart(overrides?: Record<string, string>): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(label: string, env: Record<string, string> = {}): Promise<Harness> {
+  await initSodium();
+  const nats = await startNatsServer();
+  const db = await createTestDatabase(label);
+  const keys = generateKeys();
+  const makeConfig = (extra: Record<string, string> = {}) => loadConfig({
+    NATS_URL: nats.url,
+    DATABASE_URL: db.url,
+    PORT: '0',
+    HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+    HOOKSTREAM_DELIVERY_SHARDS: '2',
+    HOOKSTREAM_MASTER_KEY: keys.masterKey,
+    HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
+    HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
+    ...env,
+    ...extra,
+  });
+  let config = makeConfig();
+  const log = createLogger({ level: config.logLevel });
+  let service = await startService(config, log);
+  const storeFor = (s: RunningService) => createEndpointStore({
+    js: s.js, jsm: s.jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
+  });
+  const harness: Harness = {
+    nats, db, config, log, keys, service, store: storeFor(service),
+    async restart(overrides) {
+      await harness.service.stop();
+      config = makeConfig(overrides);
+      harness.config = config;
+      service = await startService(config, log);
+      harness.service = service;
+      harness.store = storeFor(service);
+    },
+    async close() {
+      await harness.service.stop();
+      await nats.dispose();
+      await db.drop();
+    },
+  };
+  return harness;
+}
+
+/** Poll until `check` returns a value that is not undefined, or fail after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000, what = 'condition'): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
