@@ -18,7 +18,6 @@ import type { Logger } from '../src/log.ts';
 
 export const ENDPOINTS_PROJECTION = 'endpoints';
 
-/** Messages applied per transaction at most. */
 const BATCH_SIZE = 200;
 /** The reader pauses when this many messages wait to be applied. */
 const MAX_QUEUED = 2000;
@@ -29,6 +28,11 @@ export interface ProjectorDeps {
   js: JetStreamClient;
   orm: MikroORM;
   log: Logger;
+}
+
+export interface ProjectorOptions {
+  /** Messages applied per transaction at most (default 200). */
+  batchSize?: number;
 }
 
 export interface EndpointProjector {
@@ -165,7 +169,8 @@ async function applyBatch(orm: MikroORM, log: Logger, batch: StreamMessage[]): P
  * Keep the `endpoints` table up to date with the ENDPOINTS stream, from the stored checkpoint on.
  * Rejects when the stream does not exist (ensure the streams first).
  */
-export async function startEndpointProjector(deps: ProjectorDeps): Promise<EndpointProjector> {
+export async function startEndpointProjector(deps: ProjectorDeps, opts: ProjectorOptions = {}): Promise<EndpointProjector> {
+  const batchSize = Math.max(1, opts.batchSize ?? BATCH_SIZE);
   const log = deps.log.child({ component: 'projector', projection: ENDPOINTS_PROJECTION });
   let known = await readCheckpoint(deps.orm);
   // Highest sequence handed to the apply queue; a restarted reader continues after it.
@@ -215,7 +220,7 @@ export async function startEndpointProjector(deps: ProjectorDeps): Promise<Endpo
   const drain = async () => {
     let failures = 0;
     while (queue.length > 0 && !stopped) {
-      const batch = queue.slice(0, BATCH_SIZE);
+      const batch = queue.slice(0, batchSize);
       try {
         advance(await applyBatch(deps.orm, log, batch));
         queue.splice(0, batch.length);

@@ -51,3 +51,125 @@ test('an event reaches a subscribed endpoint as a signed POST with the exact hea
   }));
   t.is(endpoint.tenant, tenant);
 });
+
+test('a failed attempt is retried on the backoff schedule with the same webhook-id and a fresh timestamp', async (t) => {
+  // Fails twice, then accepts.
+  const r = await receiver((_req, n) => (n < 2 ? 503 : 204));
+  const tenant = 'tenant_retry' as TenantId;
+  await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
+  await publish(tenant, 'organization.auth_policy.updated', { organizationId: 'org_1' });
+  const got = await r.waitFor(3);
+  await new Promise((res) => setTimeout(res, 1500));
+  t.is(got.length, 3, 'acknowledged after the third attempt; no attempt after that');
+  const ids = new Set(got.map((g) => g.headers['webhook-id']));
+  t.is(ids.size, 1, 'every attempt carries the same webhook-id');
+  // Spacing follows the schedule: the n-th retry never comes before its delay (400ms, then 800ms).
+  t.true(got[1]!.at - got[0]!.at >= 350, `first retry after ${got[1]!.at - got[0]!.at} ms`);
+  t.true(got[2]!.at - got[1]!.at >= 750, `second retry after ${got[2]!.at - got[1]!.at} ms`);
+  // Each attempt is signed at its own send time (timestamps are whole seconds, so compare to arrival).
+  for (const g of got) t.true(Math.abs(Number(g.headers['webhook-timestamp']) - g.at / 1000) < 2);
+});
+
+test('after max_retries the delivery is dead: exactly one sealed record that opens to the original message', async (t) => {
+  const r = await receiver(() => 500);
+  const tenant = 'tenant_dead' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.banned'] });
+  await publish(tenant, 'user.banned', { userId: 'user_7', reason: 'spam' });
+  // 1 attempt + 3 retries.
+  await r.waitFor(4);
+  const orm = h.service.orm!;
+  const rows = await eventually(async () => {
+    const found = await orm.em.getConnection().execute<Record<string, unknown>[]>(
+      'select * from dead_letters where endpoint_id = ?', [endpoint.id]);
+    return found.length > 0 ? found : undefined;
+  }, 20_000, 'dead letter');
+  await new Promise((res) => setTimeout(res, 1500));
+  t.is(r.received.length, 4, 'no attempt after the last retry');
+  const again = await orm.em.getConnection().execute<Record<string, unknown>[]>('select * from dead_letters where endpoint_id = ?', [endpoint.id]);
+  t.is(again.length, 1);
+  const row = rows[0]!;
+  t.is(row['status'], 'dead');
+  t.is(row['tenant'], tenant);
+  t.is(row['event_type'], 'user.banned');
+  t.is(row['webhook_id'], r.received[0]!.headers['webhook-id']);
+  t.is(row['attempts'], 4);
+  t.is(row['last_status'], 500);
+  const { openDeadLetter } = await import('../src/crypto/sodium.ts');
+  const { parseOriginalMessage } = await import('../src/deadletter/sealed-message.ts');
+  const sealed = row['sealed'] as Buffer;
+  t.false(sealed.toString('utf8').includes('user_7'), 'the record is sealed, not plaintext');
+  const original = parseOriginalMessage(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed)));
+  t.deepEqual(JSON.parse(Buffer.from(original.body_base64, 'base64').toString('utf8')), { type: 'user.banned', data: { userId: 'user_7', reason: 'spam' } });
+  t.deepEqual(original.headers['webhook-id'], [String(r.received[0]!.headers['webhook-id'])]);
+  // The message is gone from its work queue.
+  const { deliveryAddress } = await import('../streams/deliveries.ts');
+  const address = deliveryAddress(endpoint.id, h.config.deliveryShards);
+  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
+  t.falsy(info.state.subjects?.[address.subject]);
+});
+
+test('a dead endpoint does not hold back a healthy one', async (t) => {
+  const dead = await receiver(() => 'hang');
+  const healthy = await receiver();
+  const tenant = 'tenant_isolation' as TenantId;
+  await h.store.create(tenant, { url: dead.url, events: ['*'] });
+  await h.store.create(tenant, { url: healthy.url, events: ['*'] });
+  const count = 40;
+  for (let i = 0; i < count; i++) await publish(tenant, 'organizationInvitation.created', { invitationId: `inv_${i}` });
+  // Every event reaches the healthy endpoint while the hanging one still sits on its first attempts.
+  const got = await healthy.waitFor(count, 10_000);
+  t.is(new Set(got.map((g) => JSON.parse(g.body).data.invitationId)).size, count);
+  t.true(dead.received.length < count, 'the hanging endpoint is limited to its own in-flight slots');
+});
+
+test('bad events are counted and skipped, and the router goes on', async (t) => {
+  const r = await receiver();
+  const tenant = 'tenant_bad' as TenantId;
+  await h.store.create(tenant, { url: r.url, events: ['*'] });
+  const rejected = (reason: string) => h.service.metrics.eventsRejected.get({ reason });
+  const before = { unknown: rejected('unknown_event'), json: rejected('not_json_object'), data: rejected('invalid_data') };
+  await publish(tenant, 'user.exploded', { userId: 'user_1' });
+  await publish(tenant, 'user.updated', 'not json');
+  await publish(tenant, 'user.updated', '[1,2]');
+  await publish(tenant, 'user.created', { userId: 'usr_1' });
+  await publish(tenant, 'user.created', {});
+  await publish(tenant, 'user.created', { userId: 'user_ok' });
+  const [got] = await r.waitFor(1);
+  t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_ok' } });
+  await eventually(() => (rejected('invalid_data') - before.data === 2 ? true : undefined), 5000, 'rejections counted');
+  t.is(rejected('unknown_event') - before.unknown, 1);
+  t.is(rejected('not_json_object') - before.json, 2);
+  t.is(r.received.length, 1);
+});
+
+test('only subscribed events are delivered, and another tenant\'s events never are', async (t) => {
+  const r = await receiver();
+  const tenant = 'tenant_match' as TenantId;
+  await h.store.create(tenant, { url: r.url, events: ['organization.*', 'connection.saml_certificate_renewed'] });
+  await publish(tenant, 'organizationMembership.created', { id: 1 });
+  await publish('tenant_other', 'organization.created', { id: 2 });
+  await publish(tenant, 'user.created', { userId: 'user_3' });
+  await publish(tenant, 'organization.scim_target.deleted', { id: 4 });
+  await publish(tenant, 'connection.saml_certificate_renewed', { id: 5 });
+  await r.waitFor(2);
+  await new Promise((res) => setTimeout(res, 500));
+  t.deepEqual(r.received.map((g) => JSON.parse(g.body).data.id).sort(), [4, 5]);
+});
+
+test('concurrent commands on one endpoint cannot both apply', async (t) => {
+  const tenant = 'tenant_concurrency' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: 'https://example.com/a', events: ['*'] });
+  const results = await Promise.allSettled(
+    Array.from({ length: 8 }, (_, i) => h.store.update(tenant, endpoint.id, { description: `writer ${i}` })),
+  );
+  const won = results.filter((r) => r.status === 'fulfilled');
+  t.true(won.length >= 1);
+  for (const r of results) if (r.status === 'rejected') t.is((r.reason as { code?: string }).code, 'conflict');
+  // Exactly the winners were appended: the subject holds the creation plus one event per winner.
+  const { endpointSubject } = await import('../streams/endpoints.ts');
+  const info = await h.service.jsm.streams.info('ENDPOINTS', { subjects_filter: endpointSubject(endpoint.id) });
+  t.is(info.state.subjects?.[endpointSubject(endpoint.id)], 1 + won.length);
+  const final = await h.store.get(tenant, endpoint.id);
+  const winners = won.map((r) => (r as PromiseFulfilledResult<{ endpoint: { description: string | null } }>).value.endpoint.description);
+  t.true(winners.includes(final.description));
+});
