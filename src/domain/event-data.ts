@@ -1,5 +1,6 @@
 // What a producer's event must look like before it is delivered (DESIGN.md, "Contract").
 import { isEventName, type EventName } from './catalogue.ts';
+import { isTenantId, TENANT_ID_RULE } from './ids.ts';
 
 export type EventData = Record<string, unknown>;
 export type Rejection = 'unknown_event' | 'bad_subject' | 'not_json_object' | 'invalid_data';
@@ -17,6 +18,7 @@ export function parseEvent(subject: string, body: Uint8Array): ParsedEvent {
     return { ok: false, reason: 'bad_subject', detail: 'expected events.<tenant>.<event>' };
   }
   const tenant = parts[1];
+  if (!isTenantId(tenant)) return { ok: false, reason: 'bad_subject', detail: `tenant id must be ${TENANT_ID_RULE}` };
   const type = parts.slice(2).join('.');
   if (!isEventName(type)) return { ok: false, reason: 'unknown_event', detail: `unknown event name ${JSON.stringify(type)}` };
   let data: unknown;

@@ -1,0 +1,64 @@
+// Restarts lose and double nothing: the service mid-stream, and the NATS server itself.
+import test from 'ava';
+import { startHarness, eventually, type Harness } from './helpers/service.ts';
+import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+let h: Harness;
+let r: Receiver;
+
+test.before(async () => {
+  h = await startHarness('restart', { HOOKSTREAM_RETRY_SCHEDULE: '500ms,1s,2s,4s,8s' });
+  r = await startReceiver();
+});
+test.after.always(async () => {
+  await r?.close();
+  await h?.close();
+});
+
+const uniqueIds = (from: number) => new Set(r.received.slice(from).map((g) => String(g.headers['webhook-id'])));
+
+test.serial('a service restart in the middle of a burst loses and doubles nothing', async (t) => {
+  const tenant = 'tenant_restart' as TenantId;
+  await h.store.create(tenant, { url: r.url, events: ['user.*'] });
+  const total = 300;
+  const from = r.received.length;
+  const publishes: Promise<unknown>[] = [];
+  for (let i = 0; i < total; i++) {
+    publishes.push(h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${i}` })));
+    if (i === 100) {
+      await Promise.all(publishes);
+      // Router, delivery and projector stop mid-stream and start again on the same streams.
+      await h.restart();
+    }
+  }
+  await Promise.all(publishes.splice(0));
+  await eventually(() => (uniqueIds(from).size >= total ? true : undefined), 30_000, 'every event delivered');
+  await new Promise((res) => setTimeout(res, 1000));
+  const bodies = r.received.slice(from).map((g) => JSON.parse(g.body).data.userId as string);
+  t.is(new Set(bodies).size, total, 'every event arrived');
+  t.is(r.received.length - from, total, 'none arrived twice');
+});
+
+test.serial('a NATS server restart loses nothing: the service reconnects and goes on', async (t) => {
+  const tenant = 'tenant_nats_restart' as TenantId;
+  await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
+  const from = r.received.length;
+  for (let i = 0; i < 50; i++) await h.service.js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ n: i }));
+  await h.nats.stop();
+  await h.nats.start();
+  // Publishing works again once the client has reconnected.
+  for (let i = 50; i < 100; i++) {
+    await eventually(async () => {
+      try {
+        await h.service.js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ n: i }));
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 30_000, 'publish after NATS restart');
+  }
+  await eventually(() => (uniqueIds(from).size >= 100 ? true : undefined), 60_000, 'every event delivered after NATS restart');
+  const ns = new Set(r.received.slice(from).map((g) => JSON.parse(g.body).data.n as number));
+  t.is(ns.size, 100);
+});
