@@ -9,6 +9,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Consumer, ConsumerMessages, JetStreamClient } from '@nats-io/jetstream';
+import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
 import { applyEndpointEvent, isEndpointEvent, type EndpointEvent, type EndpointState } from '../src/domain/endpoint.ts';
 import { EndpointRecord, ProjectionCheckpoint } from '../src/db/entities.ts';
 import { recordToRow, rowToRecordData, rowToState, stateToRow, type EndpointRow } from '../src/db/endpoint-rows.ts';
@@ -204,13 +205,16 @@ export async function startEndpointProjector(deps: ProjectorDeps, opts: Projecto
     if (polling) return;
     polling = true;
     try {
+      // Sleep first: usually this projector applies the event within the first interval, and then
+      // the wait costs no query at all.
       while (waiters.size > 0 && !stopped) {
+        await sleep(POLL_MS, stopping.signal);
+        if (waiters.size === 0 || stopped) break;
         try {
           advance(await readCheckpoint(deps.orm));
         } catch (e) {
           log.warn('cannot read projection checkpoint', { reason: describe(e) });
         }
-        if (waiters.size > 0) await sleep(POLL_MS, stopping.signal);
       }
     } finally {
       polling = false;
@@ -267,6 +271,11 @@ export async function startEndpointProjector(deps: ProjectorDeps, opts: Projecto
         }
       } catch (e) {
         if (stopped) break;
+        // The connection was closed for good (the service is shutting down): nothing to reopen.
+        if (e instanceof ClosedConnectionError || e instanceof DrainingConnectionError) {
+          log.warn('endpoint stream reader stopped: NATS connection closed', { afterSeq: queuedUpTo });
+          break;
+        }
         log.error('endpoint stream reader failed; reopening', { reason: describe(e), afterSeq: queuedUpTo });
         await sleep(1000, stopping.signal);
       }

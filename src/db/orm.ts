@@ -158,5 +158,5 @@ export async function openDatabase(databaseUrl: string, log: Logger, opts: Datab
 }
 
 export async function closeDatabase(orm: Database): Promise<void> {
-  await orm.close(true);
+  await orm.close();
 }
