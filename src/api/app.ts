@@ -1,0 +1,93 @@
+// The management API as a Koa app: request id and error envelope outermost, then a per-request
+// EntityManager, API key authentication, per-key rate limiting, and the routes.
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { describeCatalogue } from '../domain/catalogue.ts';
+import type { EndpointStore } from '../endpoints/store.ts';
+import type { Logger } from '../log.ts';
+import { OPS_PATHS, type Ops } from '../ops/index.ts';
+import { requireApiKey } from './auth.ts';
+import { jsonBody } from './body.ts';
+import { errorEnvelope } from './envelope.ts';
+import { OPENAPI_DOCUMENT } from './openapi.ts';
+import { rejectQuery } from './query.ts';
+import { createRateLimiter, rateLimitByKey } from './rate-limit.ts';
+import type { ApiState } from './state.ts';
+import { webhookHandlers } from './webhooks.ts';
+
+export interface ApiDeps {
+  orm: MikroORM;
+  store: EndpointStore;
+  /** Resolves once the endpoint projection has applied stream sequence `seq`. */
+  waitForProjection(seq: number): Promise<void>;
+  /** The deployment's target policy for endpoint URLs (checkTargetUrl with allowPrivateTargets). */
+  checkUrl(url: URL): string | undefined;
+  rateLimitPerSecond: number;
+  /** /healthz, /readyz and /metrics (src/ops): served here, without a key, when the api role runs. */
+  ops: Pick<Ops, 'handle'>;
+  log: Logger;
+  /** Clock of the rate limiter in milliseconds (tests freeze it). */
+  now?: () => number;
+}
+
+export interface RouteInfo {
+  method: string;
+  /** Koa router syntax: /v1/webhooks/:id */
+  path: string;
+}
+
+export interface Api {
+  app: Koa<ApiState>;
+  /** Every registered route (HEAD, which Koa answers for each GET, left out). */
+  routes: RouteInfo[];
+}
+
+/** Paths that need no API key: health, readiness and metrics for orchestrators and Prometheus. */
+export const PUBLIC_PATHS: ReadonlySet<string> = OPS_PATHS;
+
+export function createApi(deps: ApiDeps): Api {
+  const log = deps.log.child({ component: 'api' });
+  const router = new Router<ApiState>({ sensitive: true });
+  const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, log });
+  const body = jsonBody();
+
+  // Routes of the router (not a middleware in front of it), so they get 405s and the route check too.
+  for (const path of OPS_PATHS) {
+    router.get(path, async (ctx) => {
+      const answer = await deps.ops.handle(path);
+      if (!answer) return;
+      ctx.status = answer.status;
+      ctx.type = answer.contentType;
+      ctx.set('cache-control', 'no-store');
+      ctx.body = answer.body;
+    });
+  }
+  router.get('/v1/openapi.json', (ctx) => { rejectQuery(ctx.querystring); ctx.body = OPENAPI_DOCUMENT; });
+  router.get('/v1/event-types', (ctx) => { rejectQuery(ctx.querystring); ctx.body = describeCatalogue(); });
+  router.get('/v1/webhooks', webhooks.list);
+  router.post('/v1/webhooks', body, webhooks.create);
+  router.get('/v1/webhooks/:id', webhooks.get);
+  router.patch('/v1/webhooks/:id', body, webhooks.update);
+  router.delete('/v1/webhooks/:id', webhooks.remove);
+  router.post('/v1/webhooks/:id/restore', body, webhooks.restore);
+  router.post('/v1/webhooks/:id/rotate-secret', body, webhooks.rotateSecret);
+
+  const app = new Koa<ApiState>();
+  // Every error is answered by errorEnvelope; Koa's own printing would only repeat (or leak) it.
+  app.silent = true;
+  app.on('error', (e: unknown) => log.warn('response failed', { reason: e instanceof Error ? e.message : String(e) }));
+  app.use(errorEnvelope(log));
+  app.use(async (ctx, next) => {
+    ctx.state.em = deps.orm.em.fork();
+    return next();
+  });
+  app.use(requireApiKey(PUBLIC_PATHS));
+  app.use(rateLimitByKey(createRateLimiter({ perSecond: deps.rateLimitPerSecond, now: deps.now }), PUBLIC_PATHS));
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+
+  const routes = router.stack.flatMap((layer) =>
+    layer.methods.filter((m) => m !== 'HEAD').map((method) => ({ method, path: String(layer.path) })));
+  return { app, routes };
+}

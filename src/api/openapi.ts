@@ -1,0 +1,259 @@
+// The OpenAPI 3.1 description of the whole HTTP API, served at GET /v1/openapi.json. The event lists
+// come from the catalogue itself, and test/api-openapi.test.ts checks that every registered route is
+// here (and nothing else) and that every response the tests see matches its schema.
+import { EVENT_NAMES, WILDCARDS } from '../domain/catalogue.ts';
+import { MAX_DESCRIPTION, MAX_PATTERNS, MAX_URL } from '../domain/endpoint.ts';
+import { MAX_GRACE_MS } from '../endpoints/store.ts';
+import { DEFAULT_LIMIT, MAX_LIMIT } from './query.ts';
+
+type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
+const json = (schema: Json, description: string) => ({ description, content: { 'application/json': { schema } } });
+
+const idParameter = {
+  name: 'id', in: 'path', required: true,
+  description: 'Webhook endpoint id (`webhook_…`). An id of another tenant answers 404, like one that does not exist.',
+  schema: { type: 'string' },
+};
+
+/** Errors every authenticated operation may answer (400: a query parameter the operation does not take). */
+const common = { '400': response('BadRequest'), '401': response('Unauthorized'), '429': response('RateLimited'), '500': response('Internal'), '503': response('Unavailable') };
+const withBody = { '400': response('BadRequest'), '413': response('PayloadTooLarge'), '415': response('UnsupportedMediaType'), '422': response('ValidationFailed') };
+
+const endpointFields = {
+  url: { type: 'string', maxLength: MAX_URL, description: 'https URL that receives the deliveries; loopback, private, link-local and metadata addresses are refused unless the deployment sets HOOKSTREAM_ALLOW_PRIVATE_TARGETS=1.' },
+  events: { type: 'array', minItems: 1, maxItems: MAX_PATTERNS, items: ref('EventPattern'), description: 'Event names and wildcards the endpoint subscribes to.' },
+  description: { type: ['string', 'null'], maxLength: MAX_DESCRIPTION },
+};
+
+export const OPENAPI_DOCUMENT = {
+  openapi: '3.1.0',
+  info: {
+    title: 'hookstream management API',
+    version: '1',
+    description: [
+      'Manage the webhook endpoints (subscriptions) of a tenant. Every /v1 route needs `Authorization: Bearer <API key>`;',
+      'a key belongs to one tenant and sees only its endpoints. Every failure answers the same envelope',
+      '`{"error": {"code", "message", "details"}}`; a method a path does not support answers 405 with `Allow`.',
+      'Every response carries `x-request-id`. Writes answer with the state after the write.',
+    ].join(' '),
+  },
+  servers: [{ url: '/' }],
+  security: [{ apiKey: [] }],
+  tags: [{ name: 'webhooks' }, { name: 'catalogue' }, { name: 'operations' }],
+  paths: {
+    '/healthz': {
+      get: {
+        operationId: 'healthz', tags: ['operations'], security: [], summary: 'Liveness: the process answers HTTP.',
+        responses: { '200': json(ref('Health'), 'The process is alive.') },
+      },
+    },
+    '/readyz': {
+      get: {
+        operationId: 'readyz', tags: ['operations'], security: [], summary: 'Readiness: NATS, the streams, Postgres and the projection are usable.',
+        responses: { '200': json(ref('Readiness'), 'Ready.'), '503': json(ref('Readiness'), 'Not ready; `checks` says why.') },
+      },
+    },
+    '/metrics': {
+      get: {
+        operationId: 'metrics', tags: ['operations'], security: [], summary: 'Prometheus metrics (text exposition format).',
+        responses: { '200': { description: 'The metrics.', content: { 'text/plain': { schema: { type: 'string' } } } } },
+      },
+    },
+    '/v1/openapi.json': {
+      get: {
+        operationId: 'getOpenApi', tags: ['operations'], summary: 'This document.',
+        responses: { '200': json({ type: 'object' }, 'The OpenAPI 3.1 document.'), ...common },
+      },
+    },
+    '/v1/event-types': {
+      get: {
+        operationId: 'listEventTypes', tags: ['catalogue'], summary: 'The event names and the subscription wildcards.',
+        responses: { '200': json(ref('EventTypes'), 'The catalogue.'), ...common },
+      },
+    },
+    '/v1/webhooks': {
+      get: {
+        operationId: 'listWebhooks', tags: ['webhooks'], summary: "The tenant's endpoints, newest first, one page at a time.",
+        description: 'Cursor pagination: pass `next_cursor` as `cursor` for the next page. Endpoints created while paging appear on the first page, never in later ones, so no item is missed or repeated.',
+        parameters: [
+          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT } },
+          { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: '`next_cursor` of the previous page.' },
+        ],
+        responses: { '200': json(ref('EndpointList'), 'One page.'), ...common },
+      },
+      post: {
+        operationId: 'createWebhook', tags: ['webhooks'], summary: 'Subscribe an endpoint to events.',
+        requestBody: { required: true, content: { 'application/json': { schema: ref('EndpointIn') } } },
+        responses: { '201': json(ref('EndpointCreated'), 'The endpoint and its signing secret, shown this once.'), ...withBody, ...common },
+      },
+    },
+    '/v1/webhooks/{id}': {
+      parameters: [idParameter],
+      get: {
+        operationId: 'getWebhook', tags: ['webhooks'], summary: 'One endpoint.',
+        responses: { '200': json(ref('Endpoint'), 'The endpoint.'), '404': response('NotFound'), ...common },
+      },
+      patch: {
+        operationId: 'updateWebhook', tags: ['webhooks'], summary: "Change an active endpoint's url, events or description.",
+        requestBody: { required: false, content: { 'application/json': { schema: ref('EndpointPatch') } } },
+        responses: { '200': json(ref('Endpoint'), 'The endpoint after the change.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
+      },
+      delete: {
+        operationId: 'deleteWebhook', tags: ['webhooks'], summary: 'Stop deliveries to an endpoint.',
+        description: 'The endpoint moves to `deleted`, receives nothing more (pending deliveries are dropped) and stays visible so it can be restored. 409 when it is already deleted.',
+        responses: { '200': json(ref('Endpoint'), 'The endpoint, now deleted.'), '404': response('NotFound'), '409': response('Conflict'), ...common },
+      },
+    },
+    '/v1/webhooks/{id}/restore': {
+      parameters: [idParameter],
+      post: {
+        operationId: 'restoreWebhook', tags: ['webhooks'], summary: 'Reactivate a deleted endpoint.',
+        description: 'The endpoint is `active` again and receives events published from now on. 409 when it is not deleted. No body (or `{}`).',
+        responses: { '200': json(ref('Endpoint'), 'The endpoint, active again.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
+      },
+    },
+    '/v1/webhooks/{id}/rotate-secret': {
+      parameters: [idParameter],
+      post: {
+        operationId: 'rotateWebhookSecret', tags: ['webhooks'], summary: 'Replace the signing secret.',
+        description: 'During the grace period deliveries carry two space-separated signatures, new and old, so receivers can switch without losing a delivery; after it, only the new one.',
+        requestBody: { required: false, content: { 'application/json': { schema: ref('RotateSecretIn') } } },
+        responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once.'), '404': response('NotFound'), ...withBody, ...common },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (`hs_live_…`) from `hookstream api-keys create --tenant T`.' },
+    },
+    schemas: {
+      EventName: { type: 'string', enum: [...EVENT_NAMES] },
+      EventPattern: { type: 'string', enum: [...EVENT_NAMES, ...WILDCARDS], description: 'An event name or one of the wildcards.' },
+      Endpoint: {
+        type: 'object', additionalProperties: false,
+        required: ['id', 'url', 'events', 'description', 'status', 'created_at', 'updated_at'],
+        properties: {
+          id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' },
+          url: { type: 'string' },
+          events: { type: 'array', items: ref('EventPattern') },
+          description: { type: ['string', 'null'] },
+          status: { type: 'string', enum: ['active', 'deleted'] },
+          created_at: { type: 'string', format: 'date-time' },
+          updated_at: { type: 'string', format: 'date-time' },
+        },
+      },
+      EndpointCreated: {
+        type: 'object', additionalProperties: false,
+        required: ['id', 'url', 'events', 'description', 'status', 'created_at', 'updated_at', 'signing_secret'],
+        properties: {
+          id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' },
+          url: { type: 'string' },
+          events: { type: 'array', items: ref('EventPattern') },
+          description: { type: ['string', 'null'] },
+          status: { type: 'string', enum: ['active', 'deleted'] },
+          created_at: { type: 'string', format: 'date-time' },
+          updated_at: { type: 'string', format: 'date-time' },
+          signing_secret: ref('SigningSecret'),
+        },
+      },
+      EndpointList: {
+        type: 'object', additionalProperties: false, required: ['data', 'has_more', 'next_cursor'],
+        properties: {
+          data: { type: 'array', items: ref('Endpoint') },
+          has_more: { type: 'boolean' },
+          next_cursor: { type: ['string', 'null'] },
+        },
+      },
+      EndpointIn: { type: 'object', additionalProperties: false, required: ['url', 'events'], properties: endpointFields },
+      EndpointPatch: { type: 'object', additionalProperties: false, properties: endpointFields },
+      RotateSecretIn: {
+        type: 'object', additionalProperties: false,
+        properties: {
+          grace_period_seconds: {
+            type: 'integer', minimum: 0, maximum: MAX_GRACE_MS / 1000, default: 86400,
+            description: 'How long deliveries stay signed with the old secret as well.',
+          },
+        },
+      },
+      RotateSecretOut: {
+        type: 'object', additionalProperties: false, required: ['id', 'signing_secret'],
+        properties: { id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' }, signing_secret: ref('SigningSecret') },
+      },
+      SigningSecret: {
+        type: 'string', pattern: '^whsec_[A-Za-z0-9+/=]+$',
+        description: 'Standard Webhooks secret: HMAC-SHA256 key is the base64 part after `whsec_`.',
+      },
+      EventTypes: {
+        type: 'object', additionalProperties: false, required: ['events', 'wildcards'],
+        properties: {
+          events: { type: 'array', items: ref('EventName') },
+          wildcards: {
+            type: 'array',
+            items: {
+              type: 'object', additionalProperties: false, required: ['pattern', 'matches'],
+              properties: { pattern: { type: 'string', enum: [...WILDCARDS] }, matches: { type: 'array', items: ref('EventName') } },
+            },
+          },
+        },
+      },
+      Readiness: {
+        type: 'object', required: ['status', 'checks'],
+        properties: {
+          status: { type: 'string', enum: ['ready', 'not_ready'] },
+          checks: {
+            type: 'array',
+            items: {
+              type: 'object', required: ['name', 'ok'],
+              properties: { name: { type: 'string' }, ok: { type: 'boolean' }, detail: { type: 'string' } },
+            },
+          },
+        },
+      },
+      Health: { type: 'object', additionalProperties: false, required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } },
+      Error: {
+        type: 'object', additionalProperties: false, required: ['error'],
+        properties: {
+          error: {
+            type: 'object', additionalProperties: false, required: ['code', 'message', 'details'],
+            properties: {
+              code: {
+                type: 'string',
+                enum: ['bad_request', 'unauthorized', 'not_found', 'method_not_allowed', 'conflict', 'payload_too_large',
+                  'unsupported_media_type', 'validation_failed', 'rate_limited', 'internal_error', 'unavailable'],
+              },
+              message: { type: 'string' },
+              details: {
+                type: 'array',
+                items: {
+                  type: 'object', additionalProperties: false, required: ['field', 'message'],
+                  properties: { field: { type: 'string' }, message: { type: 'string' } },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    responses: {
+      BadRequest: json(ref('Error'), 'Malformed JSON, or a query parameter that is unknown, repeated or out of range.'),
+      Unauthorized: json(ref('Error'), 'Missing, malformed, unknown or revoked API key.'),
+      NotFound: json(ref('Error'), 'No such endpoint for this tenant.'),
+      Conflict: json(ref('Error'), 'The endpoint is not in a state that allows this (or changed concurrently).'),
+      PayloadTooLarge: json(ref('Error'), 'The body is larger than 64 KB.'),
+      UnsupportedMediaType: json(ref('Error'), 'The body is not application/json.'),
+      ValidationFailed: json(ref('Error'), 'One or more fields are invalid or unknown; `details` names each.'),
+      RateLimited: {
+        ...json(ref('Error'), 'Too many requests for this API key.'),
+        headers: { 'retry-after': { schema: { type: 'integer' }, description: 'Seconds to wait.' } },
+      },
+      Internal: json(ref('Error'), 'An unexpected failure; quote the x-request-id header when reporting it.'),
+      Unavailable: {
+        ...json(ref('Error'), 'NATS or Postgres is unavailable, or the read model is catching up.'),
+        headers: { 'retry-after': { schema: { type: 'integer' }, description: 'Seconds to wait.' } },
+      },
+    },
+  },
+};

@@ -1,0 +1,106 @@
+// The /v1/webhooks handlers: reads come from the Postgres projection (tenant-scoped queries); writes
+// are commands on the endpoint store, answered once the projection has applied the command's event.
+import type { RouterContext } from '@koa/router';
+import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
+import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
+import { isEndpointId, type EndpointId } from '../domain/ids.ts';
+import { notFound } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { ProjectionLagError } from '../../projections/endpoints.ts';
+import { emptyInput, endpointInput, graceInput } from './input.ts';
+import { parseListQuery, rejectQuery } from './query.ts';
+import type { ApiState } from './state.ts';
+import { endpointOut, type EndpointCreatedOut, type EndpointListOut, type EndpointOut, type RotateSecretOut } from './wire.ts';
+
+export interface WebhookDeps {
+  store: EndpointStore;
+  /** Resolves once the endpoint projection has applied stream sequence `seq` (rejects after a timeout). */
+  waitForProjection(seq: number): Promise<void>;
+  checkUrl(url: URL): string | undefined;
+  log: Logger;
+}
+
+type Ctx = RouterContext<ApiState>;
+
+/** The path's id; a malformed id is just another id that does not exist. */
+function pathId(ctx: Ctx): EndpointId {
+  const id = ctx.params['id'];
+  if (!isEndpointId(id)) throw notFound(`webhook endpoint ${String(id).slice(0, 100)}`);
+  return id;
+}
+
+export function webhookHandlers(deps: WebhookDeps) {
+  /**
+   * The endpoint as the projection shows it once it holds the command's event. If the projection lags
+   * past its timeout the write has still happened (and for create and rotate-secret the secret exists
+   * only in this answer), so the command's own state answers instead of an error.
+   */
+  async function afterWrite(ctx: Ctx, result: CommandResult): Promise<EndpointOut> {
+    try {
+      await deps.waitForProjection(result.seq);
+    } catch (e) {
+      if (!(e instanceof ProjectionLagError)) throw e;
+      deps.log.warn('projection lags; answering a write from the command result', { request_id: ctx.state.requestId, seq: result.seq, endpoint: result.endpoint.id });
+      return endpointOut(result.endpoint);
+    }
+    const row = await getEndpoint(ctx.state.em, ctx.state.tenant, result.endpoint.id);
+    return endpointOut(row ?? result.endpoint);
+  }
+
+  return {
+    async list(ctx: Ctx) {
+      const query = parseListQuery(ctx.querystring);
+      const page = await listEndpoints(ctx.state.em, ctx.state.tenant, query);
+      const body: EndpointListOut = { data: page.rows.map(endpointOut), has_more: page.hasMore, next_cursor: page.nextCursor ?? null };
+      ctx.body = body;
+    },
+
+    async create(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const input = endpointInput(ctx.request.body, false, deps.checkUrl);
+      const result = await deps.store.create(ctx.state.tenant, input);
+      const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), signing_secret: result.signingSecret };
+      ctx.status = 201;
+      ctx.set('location', `/v1/webhooks/${result.endpoint.id}`);
+      ctx.body = body;
+    },
+
+    async get(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      const row = await getEndpoint(ctx.state.em, ctx.state.tenant, id);
+      if (!row) throw notFound(`webhook endpoint ${id}`);
+      ctx.body = endpointOut(row);
+    },
+
+    async update(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      const input = endpointInput(ctx.request.body, true, deps.checkUrl);
+      ctx.body = await afterWrite(ctx, await deps.store.update(ctx.state.tenant, id, input));
+    },
+
+    async remove(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      ctx.body = await afterWrite(ctx, await deps.store.delete(ctx.state.tenant, id));
+    },
+
+    async restore(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      emptyInput(ctx.request.body);
+      ctx.body = await afterWrite(ctx, await deps.store.restore(ctx.state.tenant, id));
+    },
+
+    async rotateSecret(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      const graceMs = graceInput(ctx.request.body);
+      const result = await deps.store.rotateSecret(ctx.state.tenant, id, graceMs);
+      await afterWrite(ctx, result);
+      const body: RotateSecretOut = { id: result.endpoint.id, signing_secret: result.signingSecret };
+      ctx.body = body;
+    },
+  };
+}
