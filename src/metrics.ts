@@ -20,6 +20,8 @@ export interface Histogram {
 
 export interface Gauge {
   set(value: number, labels?: Labels): void;
+  /** Forget every series (a snapshot gauge is rebuilt whole, so gone label sets disappear). */
+  clear(): void;
 }
 
 interface Family {
@@ -55,7 +57,7 @@ export class Metrics {
       name, help, type: 'gauge',
       render: () => [...values.values()].map((v) => `${name}${fmt(v.labels)} ${v.value}`),
     });
-    return { set: (value, labels = {}) => void values.set(key(labels), { labels, value }) };
+    return { set: (value, labels = {}) => void values.set(key(labels), { labels, value }), clear: () => values.clear() };
   }
 
   histogram(name: string, help: string, buckets: number[]): Histogram {

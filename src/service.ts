@@ -11,11 +11,17 @@ import { loadKeys } from './crypto/keys.ts';
 import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
 import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
-import { startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { startEndpointProjector, waitForCheckpoint, type EndpointProjector } from '../projections/endpoints.ts';
 import { startRouter } from './router/router.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
+import { startAdmin } from './admin/server.ts';
+import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
+import { createEndpointStore } from './endpoints/store.ts';
+import { checkTargetUrl } from './delivery/target-policy.ts';
+import { createApi } from './api/app.ts';
+import { startApiServer, type ApiServer } from './api/server.ts';
 
 export interface RunningService {
   readonly nc: NatsConnection;
@@ -25,6 +31,10 @@ export interface RunningService {
   readonly metrics: ServiceMetrics;
   readonly directory: EndpointDirectory | undefined;
   readonly projector: EndpointProjector | undefined;
+  /** /healthz, /readyz and /metrics of this process. */
+  readonly ops: Ops;
+  /** The management API's server when the api role runs. */
+  readonly api: ApiServer | undefined;
   stop(): Promise<void>;
 }
 
@@ -51,6 +61,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const db = await openDatabase(config.databaseUrl, log);
       orm = db;
       stops.push(() => closeDatabase(db));
+    }
+
+    // Health, readiness and metrics: on the API app with the api role, else on a server of their own
+    // (pushed early, so it answers probes and scrapes until the roles have stopped).
+    const ops = createServiceOps({ nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api') });
+    if (!roles.has('api')) {
+      const opsServer = await startOpsServer(ops, { host: config.host, port: config.port, log: log.child({ role: 'ops' }) });
+      stops.push(() => opsServer.close());
     }
 
     let projector: EndpointProjector | undefined;
@@ -92,9 +110,35 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => router.stop());
     }
 
+    let api: ApiServer | undefined;
+    if (roles.has('api') && orm) {
+      const db = orm;
+      const checkUrl = (u: URL) => checkTargetUrl(u, config.allowPrivateTargets);
+      const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl });
+      // Without a projector in this process, another instance's progress shows in the checkpoint row.
+      const local = projector;
+      const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, seq);
+      const { app } = createApi({
+        orm: db, store, waitForProjection, checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, ops, log: log.child({ role: 'api' }),
+      });
+      const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
+      api = server;
+      // Pushed after the roles it relies on, so it stops before them: no new commands while they wind down.
+      stops.push(() => server.close());
+    }
+
+    // Last, so it stops first: no admin request starts a replay while the roles below shut down.
+    if (roles.has('admin') && orm) {
+      const admin = await startAdmin({
+        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, shards: config.deliveryShards,
+        log: log.child({ role: 'admin' }), metrics,
+      });
+      stops.push(() => admin.stop());
+    }
+
     log.info('hookstream started', { roles: config.roles.join(',') });
     return {
-      nc, js, jsm, orm, metrics, directory, projector,
+      nc, js, jsm, orm, metrics, directory, projector, api, ops,
       async stop() {
         // Reverse order: the roles that take work stop first, connections last.
         for (const stop of stops.reverse()) {

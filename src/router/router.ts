@@ -16,6 +16,8 @@ import { describe } from '../errors.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
+/** Events taken off the consumer and waiting to be routed, at most. */
+const MAX_ARRIVED = 1024;
 
 /**
  * The webhook-id of an event: derived from its place in the EVENTS stream (stored time and sequence),
@@ -101,10 +103,40 @@ export async function startRouter(deps: {
     return done;
   };
 
+  // A pump takes events off the consumer as they arrive and stamps them, so one directory sync covers
+  // every event that arrived before it started. Stamping at processing time instead made every event
+  // wait for a sync of its own, one JetStream API round trip per event in series (issue 5: the router
+  // then capped routing near 1k events/s and queued events for hundreds of ms at a steady 1k/s).
+  const arrived: { m: JsMsg; at: number }[] = [];
+  let wake: (() => void) | undefined;
+  let space: (() => void) | undefined;
+  let pumping = true;
+  const pump = (async () => {
+    try {
+      for await (const m of messages) {
+        arrived.push({ m, at: performance.now() });
+        wake?.();
+        while (arrived.length >= MAX_ARRIVED) await new Promise<void>((r) => (space = r));
+      }
+    } finally {
+      pumping = false;
+      wake?.();
+    }
+  })();
+
   const loop = (async () => {
-    for await (const m of messages) {
+    for (;;) {
+      const next = arrived.shift();
+      if (!next) {
+        if (!pumping) break;
+        await new Promise<void>((r) => (wake = r));
+        wake = undefined;
+        continue;
+      }
+      if (arrived.length < MAX_ARRIVED / 2) space?.();
+      const { m, at } = next;
       try {
-        await ensureSynced(performance.now());
+        await ensureSynced(at);
         route(m);
         while (inFlight >= MAX_PUBLISHES_IN_FLIGHT) await new Promise<void>((r) => (slotFreed = r));
       } catch (e) {
@@ -116,6 +148,7 @@ export async function startRouter(deps: {
   return {
     async stop() {
       await messages.close();
+      await pump;
       await loop;
       await Promise.allSettled([...publishesDone]);
     },

@@ -5,5 +5,10 @@ import { endpointsCreate } from './endpoints.ts';
 import { eventsPublish } from './events.ts';
 import { keysGenerate } from './keys.ts';
 import { listen } from './listen.ts';
+import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
+import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-letters.ts';
+import { deliveriesShow } from './deliveries.ts';
+import { projectionsRebuild } from './projections.ts';
 
-export const COMMANDS: Command[] = [serve, endpointsCreate, eventsPublish, listen, keysGenerate];
+export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, eventsPublish, listen,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate];

@@ -1,0 +1,670 @@
+// `npm run bench`: the whole delivery path measured on this machine, beside a ceiling measured in the
+// same run (issue 5). Every group of scenarios gets its own nats-server (free port, temporary store) and
+// its own Postgres database, so the bench never touches the machine's NATS or another database; the
+// service runs as a child process (bench/service-child.ts) so its memory and CPU are its own; receivers
+// run in another child (bench/receivers.ts) on many loopback ports; the producer and the ceiling loop
+// run here. Progress and a table go to stderr; `--json` writes one JSON object to stdout.
+import { parseArgs } from 'node:util';
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { Agent } from 'undici';
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { loadConfig, type Config } from '../src/config.ts';
+import { connectNats } from '../src/nats/connect.ts';
+import { ensureStreams } from '../streams/index.ts';
+import { generateKeys, initSodium, SecretSealer, type GeneratedKeys } from '../src/crypto/sodium.ts';
+import { createEndpointStore } from '../src/endpoints/store.ts';
+import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { signatureHeader, signingKey } from '../src/domain/signature.ts';
+import type { EventName } from '../src/domain/catalogue.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+import { startNatsServer, type NatsServer } from '../test/helpers/nats-server.ts';
+import { createTestDatabase, type TestDatabase } from '../test/helpers/database.ts';
+import { percentile, type PhaseStats, type PortMode, type ReceiverCommand, type ReceiverReply } from './receivers.ts';
+import type { ServiceChildMessage } from './service-child.ts';
+
+// ---------------------------------------------------------------------------------------------------
+// Options
+
+const SCENARIOS = ['throughput', 'latency', 'isolation', 'fanout', 'scale'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+interface Size {
+  /** Deliveries per throughput run (and per ceiling run). */
+  deliveries100: number;
+  deliveries5000: number;
+  /** Alternating ceiling/service rounds the deliveries are split into. */
+  rounds: number;
+  /** Seconds of each steady-rate phase (latency, isolation), after a warm-up second. */
+  steadySeconds: number;
+  /** Longer than the pull loops' expiry, so every loop's re-pull and heartbeats fall inside the window. */
+  idleSeconds: number;
+  fanouts: number;
+}
+
+const SIZES: Record<'short' | 'long', Size> = {
+  short: { deliveries100: 30_000, deliveries5000: 30_000, rounds: 3, steadySeconds: 4, idleSeconds: 35, fanouts: 3 },
+  long: { deliveries100: 150_000, deliveries5000: 100_000, rounds: 5, steadySeconds: 30, idleSeconds: 65, fanouts: 7 },
+};
+
+const USAGE = `usage: npm run bench -- [options]
+
+  --size short|long      short fits in about two minutes, long in about ten (default: short)
+  --json                 write one JSON object with every figure to stdout (the table still goes to stderr)
+  --only LIST            comma-separated scenarios to run: ${SCENARIOS.join(', ')} (default: all)
+  --roles LIST           service roles to run (default: router,delivery,deadletter)
+  --ports N              receiver ports, i.e. endpoint hosts (default: 100)
+  --ceiling-concurrency N  POSTs in flight in the ceiling loop (default: 256)
+  --rate N               events per second of the latency and isolation phases (default: 1000)
+  --cpu-prof DIR         write V8 CPU profiles of the service process into DIR
+  --keep                 keep temporary stores and logs (printed at the end)
+  -h, --help             this text
+
+The service's configuration comes from the environment as for \`npm start\` (e.g.
+HOOKSTREAM_DELIVERY_SHARDS, HOOKSTREAM_MAX_IN_FLIGHT); NATS_URL and DATABASE_URL are set by the bench.
+Postgres: TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres). nats-server: NATS_SERVER_BIN.`;
+
+class UsageError extends Error {}
+
+interface Options {
+  size: 'short' | 'long';
+  json: boolean;
+  only: Set<Scenario>;
+  roles: string;
+  ports: number;
+  ceilingConcurrency: number;
+  rate: number;
+  cpuProf: string | undefined;
+  keep: boolean;
+}
+
+function positiveInt(name: string, raw: string | undefined, fallback: number, max: number): number {
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > max) throw new UsageError(`--${name} expects a whole number from 1 to ${max}, got ${JSON.stringify(raw)}`);
+  return Number(raw);
+}
+
+function parseOptions(argv: string[]): Options | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        size: { type: 'string' },
+        json: { type: 'boolean' },
+        only: { type: 'string' },
+        roles: { type: 'string' },
+        ports: { type: 'string' },
+        'ceiling-concurrency': { type: 'string' },
+        rate: { type: 'string' },
+        'cpu-prof': { type: 'string' },
+        keep: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message.replace(/\. To specify.*$/s, '') : String(e));
+  }
+  const v = parsed.values;
+  if (v.help) return 'help';
+  const size = v.size ?? 'short';
+  if (size !== 'short' && size !== 'long') throw new UsageError(`--size expects short or long, got ${JSON.stringify(size)}`);
+  const only = new Set<Scenario>();
+  for (const s of (v.only ?? SCENARIOS.join(',')).split(',').map((x) => x.trim()).filter(Boolean)) {
+    if (!(SCENARIOS as readonly string[]).includes(s)) throw new UsageError(`--only: unknown scenario ${JSON.stringify(s)}; scenarios are ${SCENARIOS.join(', ')}`);
+    only.add(s as Scenario);
+  }
+  if (only.size === 0) throw new UsageError('--only names no scenario');
+  const roles = v.roles ?? 'router,delivery,deadletter';
+  for (const r of ['router', 'delivery']) if (!roles.split(',').includes(r)) throw new UsageError(`--roles must include ${r}: the bench measures delivery`);
+  return {
+    size, json: v.json ?? false, only, roles,
+    ports: positiveInt('ports', v.ports, 100, 1000),
+    ceilingConcurrency: positiveInt('ceiling-concurrency', v['ceiling-concurrency'], 256, 10_000),
+    rate: positiveInt('rate', v.rate, 1000, 100_000),
+    cpuProf: v['cpu-prof'],
+    keep: v.keep ?? false,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Output
+
+const say = (line: string) => process.stderr.write(line + '\n');
+const progress = (line: string) => say(`  … ${line}`);
+const rows: [string, string, string][] = [];
+function row(figure: string, value: string, note = '') {
+  rows.push([figure, value, note]);
+  say(`  ${figure.padEnd(28)} ${value.padStart(12)}  ${note}`);
+}
+const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : String(n));
+const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const wallNow = () => performance.timeOrigin + performance.now();
+
+// ---------------------------------------------------------------------------------------------------
+// Receivers child
+
+interface Receivers {
+  ports: number[];
+  call(m: DistributiveOmit<ReceiverCommand, 'id'>): Promise<ReceiverReply & { ok: true }>;
+  stats(phase: string, ports?: number[]): Promise<PhaseStats>;
+  count(phase: string): Promise<number>;
+  mode(ports: number[], mode: PortMode): Promise<void>;
+  child: ChildProcess;
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+async function startReceivers(count: number): Promise<Receivers> {
+  const child = fork(new URL('./receivers.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  let next = 1;
+  const waiting = new Map<number, (r: ReceiverReply) => void>();
+  child.on('message', (r: ReceiverReply) => { waiting.get(r.id)?.(r); waiting.delete(r.id); });
+  const call = (m: DistributiveOmit<ReceiverCommand, 'id'>) => new Promise<ReceiverReply & { ok: true }>((resolve, reject) => {
+    const id = next++;
+    waiting.set(id, (r) => (r.ok ? resolve(r) : reject(new Error(`receivers: ${r.error}`))));
+    child.send({ ...m, id } as ReceiverCommand);
+  });
+  const started = await call({ cmd: 'start', ports: count });
+  return {
+    ports: started.ports!, call, child,
+    stats: async (phase, ports) => (await call(ports ? { cmd: 'stats', phase, ports } : { cmd: 'stats', phase })).stats!,
+    count: async (phase) => (await call({ cmd: 'count', phase })).count!,
+    mode: async (ports, mode) => { await call({ cmd: 'mode', ports, mode }); },
+  };
+}
+
+async function waitForCount(receivers: Receivers, phase: string, target: number, timeoutMs: number, label: string): Promise<PhaseStats> {
+  const until = Date.now() + timeoutMs;
+  let lastShown = 0;
+  for (;;) {
+    const n = await receivers.count(phase);
+    if (n >= target) return receivers.stats(phase);
+    if (Date.now() > until) throw new Error(`${label}: ${n} of ${target} deliveries arrived within ${timeoutMs / 1000} s`);
+    if (Date.now() - lastShown > 2000 && !label.startsWith('fan')) { progress(`${label}: ${n}/${target}`); lastShown = Date.now(); }
+    await sleep(target - n < 2000 ? 20 : 200);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One group: a nats-server, a database, endpoints, the service child
+
+const ORG_EVENTS: EventName[] = [
+  'organization.created', 'organization.updated', 'organization.deleted', 'organization.restored',
+  'organization.auth_policy.updated', 'organization.delivery_channels.updated', 'organization.social_providers.updated',
+  'organization.outbound_saml_app.created', 'organization.outbound_saml_app.deleted', 'organization.scim_target.created',
+];
+
+interface EndpointPlan {
+  tenant: string;
+  url: string;
+  port: number;
+  events: EventName[];
+}
+
+interface Group {
+  name: string;
+  nats: NatsServer;
+  db: TestDatabase;
+  keys: GeneratedKeys;
+  config: Config;
+  env: Record<string, string>;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  endpoints: EndpointPlan[];
+  service?: ServiceProcess;
+  logFile: string;
+  dir: string;
+}
+
+interface ServiceProcess {
+  child: ChildProcess;
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+
+async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]): Promise<Group> {
+  const dir = mkdtempSync(join(tmpdir(), `hookstream-bench-${name}-`));
+  const nats = await startNatsServer();
+  const db = await createTestDatabase(`bench_${name}`);
+  cleanups.push(async () => { await nats.dispose(); await db.drop(); if (!opts.keep) rmSync(dir, { recursive: true, force: true }); });
+  const keys = generateKeys();
+  const env: Record<string, string> = {
+    ...Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined)),
+    NATS_URL: nats.url,
+    DATABASE_URL: db.url,
+    PORT: '0',
+    HOOKSTREAM_ROLES: opts.roles,
+    HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+    HOOKSTREAM_MASTER_KEY: keys.masterKey,
+    HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
+    HOOKSTREAM_DATA_DIR: join(dir, 'data'),
+    HOOKSTREAM_LOG_LEVEL: process.env['HOOKSTREAM_LOG_LEVEL'] ?? 'warn',
+  };
+  const config = loadConfig(env);
+  const nc = await connectNats({ url: nats.url, name: 'hookstream-bench-producer' });
+  cleanups.unshift(async () => { await nc.close(); });
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+
+  // Endpoints are created through the real command side (the same events the API appends).
+  const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true) });
+  const queue = endpoints.map((e, i) => [e, i] as const);
+  let made = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: 64 }, async () => {
+    for (let item = queue.pop(); item; item = queue.pop()) {
+      await store.create(item[0].tenant as TenantId, { url: item[0].url, events: item[0].events });
+      if (++made % 2000 === 0) progress(`${name}: ${made}/${endpoints.length} endpoints created`);
+    }
+  }));
+  progress(`${name}: ${endpoints.length} endpoints created in ${fmt((performance.now() - started) / 1000)} s`);
+  return { name, nats, db, keys, config, env, nc, js, endpoints, logFile: join(dir, 'service.log'), dir };
+}
+
+async function startServiceProcess(group: Group, opts: Options, timeoutMs = 180_000): Promise<ServiceProcess> {
+  const log = openSync(group.logFile, 'a');
+  const execArgv = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [];
+  const started = performance.now();
+  const child = fork(new URL('./service-child.ts', import.meta.url).pathname, [], {
+    env: group.env, execArgv, stdio: ['ignore', log, log, 'ipc'],
+  });
+  closeSync(log);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const killAtExit = async () => { if (child.exitCode === null) child.kill('SIGKILL'); };
+  cleanups.unshift(killAtExit);
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${group.name}: service not ready within ${timeoutMs / 1000} s (log: ${group.logFile})`)), timeoutMs);
+    child.on('message', (m: ServiceChildMessage) => {
+      if (m.type === 'ready') { clearTimeout(timer); resolve(); }
+      if (m.type === 'failed') { clearTimeout(timer); reject(new Error(`${group.name}: service failed to start: ${m.error} (log: ${group.logFile})`)); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${group.name}: service exited with ${code} before ready (log: ${group.logFile})`)); });
+  });
+  const readyMs = performance.now() - started;
+  return {
+    child, readyMs,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(30_000)]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Producer
+
+const eventBody = (phase: string, i: number) => JSON.stringify({ userId: `user_bench${i}`, p: phase, i, t: wallNow() });
+
+/** Publish as fast as JetStream takes them, `window` publishes awaiting their ack at once. */
+async function publishBurst(js: JetStreamClient, subjects: (i: number) => string, count: number, phase: string, window = 256): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: window }, async () => {
+    for (let i = next++; i < count; i = next++) await js.publish(subjects(i), eventBody(phase, i));
+  }));
+}
+
+/** Publish at a steady rate; returns each publish's latency (call to stored ack) in ms. */
+async function publishSteady(js: JetStreamClient, subjects: (i: number) => string, rate: number, seconds: number, phase: string): Promise<number[]> {
+  const latencies: number[] = [];
+  const pending = new Set<Promise<void>>();
+  const start = performance.now();
+  const total = Math.round(rate * seconds);
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate));
+    for (; sent < due; sent++) {
+      const t0 = performance.now();
+      const p = js.publish(subjects(sent), eventBody(phase, sent)).then(() => { latencies.push(performance.now() - t0); });
+      pending.add(p);
+      void p.finally(() => pending.delete(p));
+    }
+    await sleep(1);
+  }
+  await Promise.all(pending);
+  return latencies;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Ceiling: sign and POST the same bodies to the same receivers from one loop, no queue.
+
+async function ceiling(receivers: Receivers, endpoints: EndpointPlan[], deliveries: number, concurrency: number, phase = 'ceiling'): Promise<number> {
+  const agent = new Agent({ connections: 128, pipelining: 1, allowH2: false });
+  const keys = endpoints.map(() => signingKey(`whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64')}`));
+  const urls = endpoints.map((e) => new URL(e.url));
+  let next = 0;
+  let failed = 0;
+  const started = wallNow();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    for (let i = next++; i < deliveries; i = next++) {
+      const e = i % endpoints.length;
+      const body = Buffer.from(JSON.stringify({ type: 'user.updated', data: JSON.parse(eventBody(phase, i)) as unknown }));
+      const now = Date.now();
+      const ts = Math.floor(now / 1000);
+      const id = `msg_ceiling${i}`;
+      const res = await agent.request({
+        origin: urls[e]!.origin, path: urls[e]!.pathname, method: 'POST', body,
+        headers: {
+          'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(ts),
+          'webhook-signature': signatureHeader([keys[e]!], id, ts, body), 'service-webhook-event': 'user.updated',
+          'user-agent': 'hookstream-bench',
+        },
+      });
+      await res.body.dump();
+      if (res.statusCode >= 300) failed++;
+    }
+  }));
+  const elapsed = (wallNow() - started) / 1000;
+  await agent.close();
+  if (failed) throw new Error(`ceiling: ${failed} POSTs failed`);
+  await waitForCount(receivers, phase, deliveries, 10_000, phase);
+  return deliveries / elapsed;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Process figures from /proc
+
+const TICKS = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch { return 100; } })();
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]); // utime, stime
+}
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+/** The nats-server process of a group, found by its port on the command line. */
+function natsPid(nats: NatsServer): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (args[0]?.endsWith('nats-server') && args.includes(String(nats.port)) && args.includes(nats.storeDir)) return Number(entry);
+    } catch { /* gone */ }
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Scenarios
+
+type Figures = Record<string, number | string | null>;
+
+function plan(tenants: number, perTenant: number, ports: number[], prefix: string, offset = 0): EndpointPlan[] {
+  const out: EndpointPlan[] = [];
+  for (let t = 0; t < tenants; t++) {
+    for (let j = 0; j < perTenant; j++) {
+      const n = offset + out.length;
+      const port = n % ports.length;
+      out.push({
+        tenant: `${prefix}${t}`, port, url: `http://127.0.0.1:${ports[port]}/hook/${n}`,
+        events: perTenant <= ORG_EVENTS.length ? ['user.updated', ORG_EVENTS[j]!] : ['user.updated'],
+      });
+    }
+  }
+  return out;
+}
+
+/** CPU use of the processes in a run, % of one core each: where the time of a scenario went. */
+function cpuMeter(group: Group, receivers: Receivers): () => string {
+  const pids: [string, number | undefined][] = [
+    ['service', group.service?.child.pid], ['nats', natsPid(group.nats)], ['receivers', receivers.child.pid], ['bench', process.pid],
+  ];
+  const t0 = performance.now();
+  const before = pids.map(([, pid]) => (pid ? cpuTicks(pid) : 0));
+  return () => {
+    const secs = (performance.now() - t0) / 1000;
+    return pids.map(([name, pid], i) => `${name} ${pid ? fmt(((cpuTicks(pid) - before[i]!) / TICKS / secs) * 100, 0) : '?'}%`).join(', ');
+  };
+}
+
+async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number): Promise<{ rate: number; cpu: string }> {
+  const events = Math.ceil(deliveries / perTenant);
+  const total = events * perTenant;
+  const meter = cpuMeter(group, receivers);
+  const started = wallNow();
+  const publishing = publishBurst(group.js, (i) => `events.t${i % tenants}.user.updated`, events, label);
+  await waitForCount(receivers, label, total, 300_000, label);
+  await publishing;
+  const cpu = meter();
+  const stats = await receivers.stats(label);
+  return { rate: total / ((stats.last - started) / 1000), cpu };
+}
+
+/**
+ * Ceiling and service throughput in alternating rounds (ceiling, service, ceiling, service, …): the
+ * machine is shared, so a ratio is only meaningful between runs made at nearly the same moment. Reports
+ * the medians and the median of the per-round ratios.
+ */
+async function interleaved(group: Group, receivers: Receivers, endpoints: EndpointPlan[], opts: Options, total: number, rounds: number,
+  label: string, tenants: number, perTenant: number): Promise<{ ceiling: number; throughput: number; ratio: number; cpuCeiling: string; cpu: string; detail: string }> {
+  const per = Math.ceil(total / rounds);
+  const ceilings: number[] = [];
+  const rates: number[] = [];
+  const ratios: number[] = [];
+  let cpuCeiling = '';
+  let cpu = '';
+  for (let r = 0; r < rounds; r++) {
+    progress(`${label}: round ${r + 1}/${rounds}: ceiling`);
+    const meter = cpuMeter(group, receivers);
+    const c = await ceiling(receivers, endpoints, per, opts.ceilingConcurrency, `c${label}-${r}`);
+    if (r === rounds - 1) cpuCeiling = meter();
+    progress(`${label}: round ${r + 1}/${rounds}: service`);
+    const t = await throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant);
+    if (r === rounds - 1) cpu = t.cpu;
+    ceilings.push(c);
+    rates.push(t.rate);
+    ratios.push(t.rate / c);
+  }
+  const med = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 0.5);
+  return {
+    ceiling: med(ceilings), throughput: med(rates), ratio: med(ratios), cpuCeiling, cpu,
+    detail: ratios.map((x) => fmt(x, 2)).join(' '),
+  };
+}
+
+async function groupSmall(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
+  const endpoints = plan(10, 10, receivers.ports, 't');
+  const group = await startGroup('e100', opts, endpoints);
+  group.service = await startServiceProcess(group, opts);
+  progress(`e100: service ready in ${fmt(group.service.readyMs / 1000)} s`);
+
+  if (opts.only.has('throughput')) {
+    // Warm the service path (JIT, connection pools) before measuring.
+    await throughputRun(group, receivers, 2000, 'warm100', 10, 10);
+    const m = await interleaved(group, receivers, endpoints, opts, size.deliveries100, size.rounds, 'tp100', 10, 10);
+    figures['ceiling'] = round(m.ceiling, 0);
+    figures['throughput_100'] = round(m.throughput, 0);
+    figures['ratio_100'] = round(m.ratio, 3);
+    figures['cpu_ceiling'] = m.cpuCeiling;
+    figures['cpu_throughput_100'] = m.cpu;
+    row('ceiling', `${fmt(m.ceiling, 0)}/s`, `signed POSTs, ${opts.ceilingConcurrency} in flight, ${receivers.ports.length} ports; cpu: ${m.cpuCeiling}`);
+    row('throughput_100', `${fmt(m.throughput, 0)}/s`, `cpu: ${m.cpu}`);
+    row('ratio_100', fmt(m.ratio, 2), `median of rounds ${m.detail} (target ≥ 0.5)`);
+  }
+
+  // Steady phases: event i goes to tenant i%10 with the org event that exactly one endpoint there takes,
+  // so every endpoint gets rate/100 events per second.
+  const steadySubject = (i: number) => `events.t${i % 10}.${ORG_EVENTS[Math.floor(i / 10) % 10]!}`;
+  const healthyPorts = endpoints.map((e, i) => (i % 2 === 0 ? e.port : -1)).filter((p) => p >= 0);
+  const badPorts = endpoints.map((e, i) => (i % 2 === 1 ? e.port : -1)).filter((p) => p >= 0);
+  const steady = async (phase: string) => {
+    await publishSteady(group.js, steadySubject, opts.rate, 1, `${phase}-warm`);
+    const pub = await publishSteady(group.js, steadySubject, opts.rate, size.steadySeconds, phase);
+    await sleep(500);
+    pub.sort((a, b) => a - b);
+    return { publishP99: percentile(pub, 0.99), all: await receivers.stats(phase), healthy: await receivers.stats(phase, healthyPorts) };
+  };
+
+  if (opts.only.has('latency') || opts.only.has('isolation')) {
+    progress(`latency: ${opts.rate} events/s for ${size.steadySeconds} s, all endpoints healthy`);
+    const h = await steady('steady');
+    figures['latency_p50_ms'] = round(h.all.p50);
+    figures['latency_p99_ms'] = round(h.all.p99);
+    figures['publish_p99_ms_healthy'] = round(h.publishP99);
+    row('latency_p50_ms', fmt(h.all.p50, 2), `publish→receipt, ${h.all.count} deliveries (target ≤ 5)`);
+    row('latency_p99_ms', fmt(h.all.p99, 2), `max ${fmt(h.all.max, 1)} (target ≤ 25)`);
+    row('publish_p99_ms_healthy', fmt(h.publishP99, 2), 'producer publish→stored ack');
+
+    if (opts.only.has('isolation')) {
+      progress('isolation: half of the endpoints black-holed');
+      await receivers.mode(badPorts, 'hang');
+      const d = await steady('hang');
+      progress('isolation: half of the endpoints answering 500');
+      await receivers.mode(badPorts, 'fail');
+      const f = await steady('fail');
+      await receivers.mode(badPorts, 'ok');
+      figures['publish_p99_ms_degraded'] = round(d.publishP99);
+      const pubRatio = d.publishP99 / h.publishP99;
+      figures['publish_isolation_ratio'] = round(pubRatio, 3);
+      row('publish_p99_ms_degraded', fmt(d.publishP99, 2), 'half the endpoints black-holed');
+      row('publish_isolation_ratio', fmt(pubRatio, 2), '(target ≤ 1.2)');
+      const worst = Math.max(d.healthy.p99, f.healthy.p99);
+      const epRatio = worst / h.healthy.p99;
+      figures['endpoint_isolation_ratio'] = round(epRatio, 3);
+      row('endpoint_isolation_ratio', fmt(epRatio, 2),
+        `healthy p99 ${fmt(h.healthy.p99, 1)} → ${fmt(d.healthy.p99, 1)} (hang), ${fmt(f.healthy.p99, 1)} (500) ms (target ≤ 1.5)`);
+    }
+  }
+  await group.service.stop();
+}
+
+async function groupMedium(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
+  const endpoints = plan(500, 10, receivers.ports, 't');
+  const group = await startGroup('e5000', opts, endpoints);
+  group.service = await startServiceProcess(group, opts);
+  progress(`e5000: service ready in ${fmt(group.service.readyMs / 1000)} s`);
+  await throughputRun(group, receivers, 5000, 'warm5000', 500, 10);
+  const m = await interleaved(group, receivers, endpoints, opts, size.deliveries5000, size.rounds, 'tp5000', 500, 10);
+  figures['ceiling_5000'] = round(m.ceiling, 0);
+  figures['throughput_5000'] = round(m.throughput, 0);
+  figures['ratio_5000'] = round(m.ratio, 3);
+  figures['cpu_throughput_5000'] = m.cpu;
+  row('ceiling (5000 URLs)', `${fmt(m.ceiling, 0)}/s`, `cpu: ${m.cpuCeiling}`);
+  row('throughput_5000', `${fmt(m.throughput, 0)}/s`, `cpu: ${m.cpu}`);
+  row('ratio_5000', fmt(m.ratio, 2), `median of rounds ${m.detail} (target ≥ 0.35)`);
+  await group.service.stop();
+}
+
+async function groupLarge(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
+  // 9,000 endpoints in tenants of ten, and one tenant with 1,000 for the fan-out.
+  const endpoints = [...plan(900, 10, receivers.ports, 't'), ...plan(1, 1000, receivers.ports, 'fan', 9000)];
+  const group = await startGroup('e10000', opts, endpoints);
+  const pid = () => group.service!.child.pid!;
+
+  if (opts.only.has('scale')) {
+    progress('scale: first start with 10,000 endpoints (creates their consumers)');
+    group.service = await startServiceProcess(group, opts);
+    figures['startup_10000_first_s'] = round(group.service.readyMs / 1000);
+    row('startup_10000_first_s', fmt(group.service.readyMs / 1000, 1), 'first start: creates 10,000 consumers');
+    await group.service.stop();
+    progress('scale: restart with 10,000 endpoints and their consumers');
+    group.service = await startServiceProcess(group, opts);
+    figures['startup_10000_s'] = round(group.service.readyMs / 1000);
+    row('startup_10000_s', fmt(group.service.readyMs / 1000, 1), 'start to ready, consumers exist (target ≤ 20)');
+    await sleep(3000);
+    const nPid = natsPid(group.nats);
+    const t0 = performance.now();
+    const c0 = cpuTicks(pid());
+    const n0 = nPid ? cpuTicks(nPid) : 0;
+    progress(`scale: idle for ${size.idleSeconds} s`);
+    await sleep(size.idleSeconds * 1000);
+    const secs = (performance.now() - t0) / 1000;
+    const cpu = ((cpuTicks(pid()) - c0) / TICKS / secs) * 100;
+    const natsCpu = nPid ? ((cpuTicks(nPid) - n0) / TICKS / secs) * 100 : NaN;
+    const rss = rssMb(pid());
+    figures['idle_cpu_10000_pct'] = round(cpu);
+    figures['idle_cpu_10000_nats_pct'] = round(natsCpu);
+    figures['rss_10000_mb'] = round(rss, 0);
+    row('idle_cpu_10000_pct', fmt(cpu, 2), `% of one core over ${fmt(secs, 0)} s; nats-server ${fmt(natsCpu, 1)}% (target ≤ 5)`);
+    row('rss_10000_mb', fmt(rss, 0), 'service process (target ≤ 600)');
+  } else {
+    group.service = await startServiceProcess(group, opts);
+  }
+
+  if (opts.only.has('fanout')) {
+    const times: number[] = [];
+    for (let k = 0; k < size.fanouts; k++) {
+      const phase = `fan${k}`;
+      const t0 = wallNow();
+      await group.js.publish('events.fan0.user.updated', eventBody(phase, k));
+      const s = await waitForCount(receivers, phase, 1000, 60_000, phase);
+      times.push(s.last - t0);
+      await sleep(300);
+    }
+    const sorted = [...times].sort((a, b) => a - b);
+    const median = percentile(sorted, 0.5);
+    figures['fanout_1000_ms'] = round(median, 1);
+    row('fanout_1000_ms', fmt(median, 0), `median of ${times.map((t) => fmt(t, 0)).join(', ')} ms, 10,000 endpoints live (target ≤ 1000)`);
+  }
+  await group.service.stop();
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+const KEYS = [
+  'throughput_100', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
+  'publish_p99_ms_healthy', 'publish_p99_ms_degraded', 'publish_isolation_ratio', 'endpoint_isolation_ratio',
+  'fanout_1000_ms', 'startup_10000_s', 'rss_10000_mb', 'idle_cpu_10000_pct',
+] as const;
+
+async function main(): Promise<number> {
+  let opts: Options;
+  try {
+    const o = parseOptions(process.argv.slice(2));
+    if (o === 'help') { say(USAGE); return 0; }
+    opts = o;
+  } catch (e) {
+    if (e instanceof UsageError) { say(`bench: ${e.message}\n\n${USAGE}`); return 2; }
+    throw e;
+  }
+  const size = SIZES[opts.size];
+  await initSodium();
+  const natsVersion = (() => { try { return execFileSync(process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server', ['--version']).toString().trim(); } catch { return 'unknown'; } })();
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${natsVersion}`;
+  say(`hookstream bench (${opts.size}): ${machine}`);
+  const figures: Figures = Object.fromEntries(KEYS.map((k) => [k, null]));
+  const started = performance.now();
+  const receivers = await startReceivers(opts.ports);
+  cleanups.push(async () => { await receivers.call({ cmd: 'stop' }).catch(() => {}); });
+  try {
+    if (opts.only.has('throughput') || opts.only.has('latency') || opts.only.has('isolation')) await groupSmall(opts, size, receivers, figures);
+    if (opts.only.has('throughput')) await groupMedium(opts, size, receivers, figures);
+    if (opts.only.has('scale') || opts.only.has('fanout')) await groupLarge(opts, size, receivers, figures);
+  } finally {
+    for (const c of cleanups.splice(0)) await c().catch((e: unknown) => say(`cleanup: ${e instanceof Error ? e.message : String(e)}`));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  say(`done in ${fmt(seconds, 0)} s`);
+  if (opts.json) {
+    process.stdout.write(JSON.stringify({
+      ...figures, size: opts.size, machine, duration_s: round(seconds, 0),
+      shards: loadConfig({ ...process.env, HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1' }).deliveryShards,
+    }) + '\n');
+  }
+  return 0;
+}
+
+process.once('SIGINT', () => {
+  say('interrupted; cleaning up');
+  void Promise.allSettled(cleanups.splice(0).map((c) => c())).then(() => process.exit(130));
+});
+
+main().then((code) => process.exit(code), (e: unknown) => {
+  say(`bench failed: ${e instanceof Error ? e.message : String(e)}`);
+  void Promise.allSettled(cleanups.splice(0).map((c) => c())).then(() => process.exit(1));
+});

@@ -1,0 +1,116 @@
+// A typed client of the admin subject (the CLI and tests use it): one request, one JSON reply, and an
+// error reply turned into an AdminRequestError carrying the reply's code.
+import type { NatsConnection } from '@nats-io/nats-core';
+import { NoRespondersError, PermissionViolationError, TimeoutError } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { loadConfig, redactUrl } from '../config.ts';
+import { describe, ErrorCode, HookstreamError, UnreachableError } from '../errors.ts';
+import {
+  AdminSubject, isAdminErrorReply, type AdminErrorCode, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
+  type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
+  type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut,
+} from './protocol.ts';
+
+const SERVICE_CODE: Record<AdminErrorCode | 'unavailable', ErrorCode> = {
+  bad_request: ErrorCode.BadRequest,
+  not_found: ErrorCode.NotFound,
+  conflict: ErrorCode.Conflict,
+  internal_error: ErrorCode.Internal,
+  unavailable: ErrorCode.Unreachable,
+};
+
+/**
+ * The admin role answered with an error reply (code as in the reply), or nobody could answer
+ * (`unreachable`). A HookstreamError, so the CLI prints it as one line and exits 1.
+ */
+export class AdminRequestError extends HookstreamError {
+  constructor(code: AdminErrorCode | 'unavailable', message: string) {
+    super(SERVICE_CODE[code], message);
+    this.name = 'AdminRequestError';
+  }
+}
+
+/**
+ * Operators get their own inbox prefix, so nats.conf can let them subscribe to their replies only
+ * (and nobody else to theirs): replies carry opened dead letters.
+ */
+export const OPERATOR_INBOX_PREFIX = '_INBOX_operator';
+
+export interface AdminClient {
+  listDeadLetters(req: DeadLettersListIn): Promise<DeadLettersListOut>;
+  showDeadLetter(req: DeadLetterShowIn): Promise<DeadLetterShowOut>;
+  replayDeadLetter(req: DeadLetterReplayIn): Promise<DeadLetterReplayOut>;
+  replayDeadLetters(req: DeadLettersReplayManyIn): Promise<DeadLettersReplayManyOut>;
+  showDelivery(req: DeliveryShowIn): Promise<DeliveryShowOut>;
+  /** Any admin subject with a raw payload (for tests of malformed requests). */
+  raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
+}
+
+export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number } = {}): AdminClient {
+  const timeout = opts.timeoutMs ?? 30_000;
+
+  async function raw(subject: string, payload: string | Uint8Array): Promise<unknown> {
+    let reply;
+    try {
+      reply = await nc.request(subject, payload, { timeout });
+    } catch (e) {
+      if (e instanceof NoRespondersError || (e instanceof Error && e.cause instanceof NoRespondersError)) {
+        throw new AdminRequestError('unavailable', 'no hookstream process answers admin requests: run one with the admin role (hookstream serve --roles admin,…)');
+      }
+      if (e instanceof TimeoutError || (e instanceof Error && e.cause instanceof TimeoutError)) {
+        throw new AdminRequestError('unavailable', `no answer to ${subject} within ${timeout} ms`);
+      }
+      if (e instanceof PermissionViolationError || (e instanceof Error && e.cause instanceof PermissionViolationError)) {
+        throw new AdminRequestError('unavailable', `this NATS user may not use ${subject} (see nats.conf: the operator user may)`);
+      }
+      throw e;
+    }
+    try {
+      return reply.json<unknown>();
+    } catch {
+      throw new AdminRequestError('internal_error', `the answer to ${subject} is not JSON`);
+    }
+  }
+
+  async function call<T>(subject: string, body: object): Promise<T> {
+    const out = await raw(subject, JSON.stringify(body));
+    if (isAdminErrorReply(out)) throw new AdminRequestError(out.error.code, out.error.message);
+    return out as T;
+  }
+
+  return {
+    listDeadLetters: (req) => call(AdminSubject.DeadLettersList, req),
+    showDeadLetter: (req) => call(AdminSubject.DeadLettersShow, req),
+    replayDeadLetter: (req) => call(AdminSubject.DeadLettersReplay, req),
+    replayDeadLetters: (req) => call(AdminSubject.DeadLettersReplayMany, req),
+    showDelivery: (req) => call(AdminSubject.DeliveriesShow, req),
+    raw,
+  };
+}
+
+/** An operator's connection: credentials from NATS_USER/NATS_PASSWORD, replies on the operator inbox. */
+export async function connectAsOperator(opts: { url: string; user?: string | undefined; password?: string | undefined; timeoutMs?: number }): Promise<NatsConnection> {
+  const servers = opts.url.split(',').map((s) => s.trim());
+  try {
+    return await connect({
+      servers,
+      name: 'hookstream-cli',
+      inboxPrefix: OPERATOR_INBOX_PREFIX,
+      timeout: opts.timeoutMs ?? 5000,
+      ...(opts.user ? { user: opts.user, pass: opts.password ?? '' } : {}),
+    });
+  } catch (e) {
+    throw new UnreachableError(`cannot connect to NATS at ${servers.map(redactUrl).join(',')} (${describe(e)})`, e);
+  }
+}
+
+/** Run `fn` with an admin client on an operator connection configured from the environment. */
+export async function withAdminClient<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const nc = await connectAsOperator({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
+  try {
+    return await fn(createAdminClient(nc));
+  } finally {
+    await nc.drain().catch(() => {});
+  }
+}

@@ -1,0 +1,201 @@
+// The delivery state of one webhook-id for one endpoint, derived from what the service keeps anyway
+// (successes write nothing, so there is no delivery table to read):
+//
+//   1. the work queue: is a message with this webhook-id still on the endpoint's DELIVERIES subject?
+//      (scanned with next-by-subject reads; a work queue holds only unacknowledged messages)
+//   2. dead_letters: a row with status `dead`, or `replayed` after an operator's replay
+//   3. ATTEMPTS: one record per failed attempt (status or error, next attempt time)
+//   4. EVENTS: the webhook-id encodes the event's stream sequence; the event tells tenant and type, and
+//      the router's ack floor tells whether it was routed yet
+//
+//   queued, no failure since it was queued       → pending   (waiting, or its first attempt is running)
+//   queued, failures since it was queued         → retrying  (next_attempt_at from the last failure)
+//   not queued, dead letter `dead`               → dead
+//   not queued, dead letter `replayed`           → acknowledged (the replay left the queue alive)
+//   not queued, failures recorded                → acknowledged (a later attempt got a 2xx)
+//   not queued, nothing failed, event routed and
+//     the endpoint subscribes to it              → acknowledged at the first attempt
+//   event not routed yet and it matches          → pending
+//   no trace and the event no longer readable    → unknown
+//
+// The queue is read before dead_letters: the dead-letter handler stores the record before it deletes the
+// message, so a message missing from the queue is always already in dead_letters when we look.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jetstream';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
+import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { isEventName, matchesAny } from '../domain/catalogue.ts';
+import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
+import type { EndpointId } from '../domain/ids.ts';
+import { readEndpoint } from '../endpoints/read.ts';
+import { notFound } from '../errors.ts';
+import { iso } from './dead-letters.ts';
+import { DeliveryState, type DeliveryShowOut } from './protocol.ts';
+
+/** Messages of one endpoint's backlog read at most while looking for a webhook-id. */
+export const MAX_QUEUE_SCAN = 10_000;
+
+interface DeadRow {
+  id: string;
+  status: 'dead' | 'replayed';
+  attempts: number;
+  last_status: number | null;
+  last_error: string | null;
+  failed_at: Date | string;
+  dead_count: number;
+  replay_count: number;
+  last_replayed_at: Date | string | null;
+}
+
+/**
+ * The EVENTS sequence and stored time (ms) a webhook-id was made from: `msg_` + 9 base-36 digits of
+ * milliseconds + 8 of sequence (see webhookIdFor in src/router/router.ts).
+ */
+export function decodeWebhookId(id: string): { seq: number; ms: number } | undefined {
+  const m = /^msg_([0-9a-z]{9})([0-9a-z]{8})$/.exec(id);
+  if (!m) return undefined;
+  return { ms: parseInt(m[1]!, 36), seq: parseInt(m[2]!, 36) };
+}
+
+// A plain object, so it passes as the client's MsgRequest type; nats-server 2.9 answers next_by_subj.
+const nextBySubject = (subject: string, seq: number) => ({ seq, next_by_subj: subject });
+
+export function createDeliveryStates(deps: { orm: MikroORM; js: JetStreamClient; jsm: JetStreamManager; shards: number }) {
+  const { orm, js, jsm } = deps;
+
+  async function findQueued(endpoint: string, webhookId: string): Promise<{ found?: StoredMsg; truncated: boolean }> {
+    const { stream, subject } = deliveryAddress(endpoint, deps.shards);
+    let seq = 0;
+    for (let scanned = 0; scanned < MAX_QUEUE_SCAN; scanned++) {
+      const m = await jsm.streams.getMessage(stream, nextBySubject(subject, seq));
+      if (!m) return { truncated: false };
+      if (m.header?.get(DeliveryHeader.WebhookId) === webhookId) return { found: m, truncated: false };
+      seq = m.seq + 1;
+    }
+    return { truncated: true };
+  }
+
+  async function history(endpoint: string, webhookId: string): Promise<AttemptRecord[]> {
+    const out: AttemptRecord[] = [];
+    const subject = attemptSubject(endpoint, webhookId);
+    // ATTEMPTS keeps at most 100 records per subject, so this loop is short.
+    for (let seq = 0; ;) {
+      const m = await jsm.streams.getMessage(ATTEMPTS_STREAM, nextBySubject(subject, seq));
+      if (!m) return out;
+      try { out.push(m.json<AttemptRecord>()); } catch { /* not a record: skip */ }
+      seq = m.seq + 1;
+    }
+  }
+
+  async function eventOf(webhookId: string): Promise<{ tenant: string; type: string; seq: number; at: number } | undefined> {
+    const decoded = decodeWebhookId(webhookId);
+    if (!decoded) return undefined;
+    const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq: decoded.seq });
+    // A recreated stream reuses sequences: the stored time must match the id's too.
+    if (!m || Math.abs(m.time.getTime() - decoded.ms) > 1) return undefined;
+    const match = /^events\.([^.]+)\.(.+)$/.exec(m.subject);
+    if (!match) return undefined;
+    return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at: decoded.ms };
+  }
+
+  async function routerAckFloor(): Promise<number> {
+    return (await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER)).ack_floor.stream_seq;
+  }
+
+  return {
+    async show(webhookId: string, endpointId: string): Promise<DeliveryShowOut> {
+      const endpoint = await readEndpoint(js, jsm, endpointId as EndpointId);
+      const queue = await findQueued(endpointId, webhookId);
+      const [dead] = await orm.em.fork().execute<DeadRow[]>(
+        `select id, status, attempts, last_status, last_error, failed_at, dead_count, replay_count, last_replayed_at
+         from dead_letters where endpoint_id = ? and webhook_id = ?`, [endpointId, webhookId]);
+      const records = await history(endpointId, webhookId);
+      const event = await eventOf(webhookId);
+
+      const base: DeliveryShowOut = {
+        webhook_id: webhookId, endpoint_id: endpointId, state: DeliveryState.Unknown, reason: '',
+        tenant: event?.tenant ?? endpoint?.tenant ?? null, event_type: event?.type ?? records[0]?.event ?? null,
+        attempts: 0, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null,
+        queued: queue.found ? { stream: deliveryAddress(endpointId, deps.shards).stream, seq: queue.found.seq } : null,
+        dead_letter: dead ? {
+          id: dead.id, status: dead.status, dead_count: dead.dead_count, replay_count: dead.replay_count,
+          last_replayed_at: dead.last_replayed_at ? iso(dead.last_replayed_at) : null, failed_at: iso(dead.failed_at),
+        } : null,
+        history: records,
+      };
+      // Failures of the current round: since the message now queued was stored, or since the last replay.
+      const roundStart = queue.found?.time.getTime() ?? (dead?.last_replayed_at ? Date.parse(iso(dead.last_replayed_at)) : 0);
+      const round = records.filter((r) => Date.parse(r.at) >= roundStart);
+      const last = round[round.length - 1];
+      const withLast = (o: DeliveryShowOut): DeliveryShowOut => (last
+        ? { ...o, last_status: last.status, last_error: last.error, last_attempt_at: last.at }
+        : o);
+
+      if (queue.found) {
+        if (last) {
+          return withLast({
+            ...base, state: DeliveryState.Retrying, attempts: round.length, next_attempt_at: last.next_attempt_at,
+            reason: `in the work queue after ${round.length} failed attempt(s)`,
+          });
+        }
+        return { ...base, state: DeliveryState.Pending, reason: 'in the work queue; no attempt has failed yet (waiting or in flight)' };
+      }
+      if (queue.truncated && !dead) {
+        return withLast({
+          ...base, attempts: round.length,
+          reason: `the endpoint's backlog is longer than ${MAX_QUEUE_SCAN} messages; the message was not among the first`,
+        });
+      }
+      if (dead?.status === 'dead') {
+        return {
+          ...base, state: DeliveryState.Dead, attempts: dead.attempts, last_status: dead.last_status, last_error: dead.last_error,
+          last_attempt_at: last?.at ?? iso(dead.failed_at),
+          reason: `retries ran out; dead letter ${dead.id} holds the message`,
+        };
+      }
+      // Successes write nothing, so an acknowledged delivery's last status is not known beyond "2xx".
+      if (dead?.status === 'replayed') {
+        return {
+          ...base, state: DeliveryState.Acknowledged, attempts: round.length + 1,
+          reason: `replayed (${dead.replay_count}x) and answered with 2xx after ${round.length} failed attempt(s)`,
+        };
+      }
+      if (records.length > 0) {
+        return {
+          ...base, state: DeliveryState.Acknowledged, attempts: round.length + 1,
+          reason: `answered with 2xx after ${round.length} failed attempt(s)`,
+        };
+      }
+      return nothingFailed(base, endpoint, event, () => routerAckFloor());
+    },
+  };
+}
+
+/** No failure, no dead letter, not queued: acknowledged at once, not routed yet, or no delivery at all. */
+async function nothingFailed(
+  base: DeliveryShowOut,
+  endpoint: EndpointState | undefined,
+  event: { tenant: string; type: string; seq: number; at: number } | undefined,
+  ackFloor: () => Promise<number>,
+): Promise<DeliveryShowOut> {
+  if (!endpoint) throw notFound(`endpoint ${base.endpoint_id}`);
+  if (!event) {
+    return { ...base, reason: 'no failure or dead letter recorded, and the event is no longer in EVENTS (kept 7 days)' };
+  }
+  const subscribed = event.tenant === endpoint.tenant && isEventName(event.type) && matchesAny(endpoint.events, event.type);
+  if (!subscribed) {
+    throw notFound(`delivery of ${base.webhook_id} to ${base.endpoint_id} (the endpoint does not subscribe to ${event.type} of ${event.tenant})`);
+  }
+  if ((await ackFloor()) < event.seq) {
+    return { ...base, state: DeliveryState.Pending, reason: 'the event is not routed yet' };
+  }
+  if (Date.parse(endpoint.createdAt) > event.at) {
+    // The router reads subscriptions when it routes, not when the event was stored.
+    return { ...base, reason: 'the endpoint was created after the event; it got the event only if the router was behind' };
+  }
+  if (endpoint.status !== EndpointStatus.Active) {
+    return { ...base, reason: 'the endpoint is deleted; deliveries still queued at deletion were dropped' };
+  }
+  return { ...base, state: DeliveryState.Acknowledged, attempts: 1, reason: 'answered with 2xx at the first attempt' };
+}

@@ -1,0 +1,162 @@
+// The admin subject's wire contract: NATS request/reply under `admin.`, JSON in, JSON out (snake_case).
+// Shared by the admin role that answers and the CLI that asks; nothing here touches NATS or Postgres.
+import type { AttemptRecord } from '../../streams/attempts.ts';
+
+export const ADMIN_SUBJECTS = 'admin.>';
+/** Every instance running the admin role joins this queue group, so each request is answered once. */
+export const ADMIN_QUEUE = 'hookstream-admin';
+
+export const AdminSubject = {
+  DeadLettersList: 'admin.dead_letters.list',
+  DeadLettersShow: 'admin.dead_letters.show',
+  DeadLettersReplay: 'admin.dead_letters.replay',
+  DeadLettersReplayMany: 'admin.dead_letters.replay_many',
+  DeliveriesShow: 'admin.deliveries.show',
+} as const;
+export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
+
+export const AdminErrorCode = {
+  BadRequest: 'bad_request',
+  NotFound: 'not_found',
+  Conflict: 'conflict',
+  Internal: 'internal_error',
+} as const;
+export type AdminErrorCode = (typeof AdminErrorCode)[keyof typeof AdminErrorCode];
+
+export interface AdminErrorReply {
+  error: { code: AdminErrorCode; message: string };
+}
+
+// ---- requests ----
+
+export interface DeadLetterFilterIn {
+  tenant?: string;
+  endpoint?: string;
+  event?: string;
+  /** ISO 8601; on failed_at (when the delivery died), inclusive. */
+  since?: string;
+  /** ISO 8601; on failed_at, exclusive. */
+  until?: string;
+  status?: 'dead' | 'replayed';
+}
+
+export interface DeadLettersListIn extends DeadLetterFilterIn {
+  limit?: number;
+  cursor?: string;
+}
+
+export interface DeadLetterShowIn {
+  id: string;
+}
+
+export interface DeadLetterReplayIn {
+  id: string;
+  /** Replay a record that was already replayed (its last replay may still be in flight). */
+  force?: boolean;
+}
+
+/** Replays the `dead` records matching the filter (at least one criterion), a batch per request. */
+export interface DeadLettersReplayManyIn extends Omit<DeadLetterFilterIn, 'status'> {
+  limit?: number;
+  cursor?: string;
+}
+
+export interface DeliveryShowIn {
+  webhook_id: string;
+  endpoint: string;
+}
+
+// ---- replies ----
+
+export interface DeadLetterOut {
+  id: string;
+  endpoint_id: string;
+  tenant: string;
+  webhook_id: string;
+  event_type: string;
+  attempts: number;
+  last_status: number | null;
+  last_error: string | null;
+  failed_at: string;
+  created_at: string;
+  dead_count: number;
+  replay_count: number;
+  last_replayed_at: string | null;
+  status: 'dead' | 'replayed';
+}
+
+export interface DeadLettersListOut {
+  data: DeadLetterOut[];
+  /** Pass as `cursor` for the next page; null on the last page. */
+  next_cursor: string | null;
+}
+
+export interface OriginalMessageOut {
+  subject: string;
+  headers: Record<string, string[]>;
+  /** The JSON body exactly as it was POSTed, parsed. */
+  body: unknown;
+}
+
+export interface DeadLetterShowOut {
+  dead_letter: DeadLetterOut;
+  message: OriginalMessageOut;
+}
+
+export interface ReplayOut {
+  stream: string;
+  seq: number;
+  subject: string;
+  msg_id: string;
+  duplicate: boolean;
+}
+
+export interface DeadLetterReplayOut {
+  dead_letter: DeadLetterOut;
+  replay: ReplayOut;
+}
+
+export interface DeadLettersReplayManyOut {
+  replayed: { id: string; endpoint_id: string; webhook_id: string; replay_count: number }[];
+  failed: { id: string; error: AdminErrorReply['error'] }[];
+  /** Matching records when the run started (the first request), carried through the cursor. */
+  total: number;
+  next_cursor: string | null;
+}
+
+export const DeliveryState = {
+  /** In the endpoint's work queue, no attempt has failed yet (waiting, or the first attempt is running). */
+  Pending: 'pending',
+  /** In the work queue after at least one failed attempt; next_attempt_at says when the next one is due. */
+  Retrying: 'retrying',
+  /** Gone from the work queue without dying: the endpoint answered 2xx. */
+  Acknowledged: 'acknowledged',
+  /** Retries ran out; a dead letter holds the message. */
+  Dead: 'dead',
+  /** No trace left (the event aged out of EVENTS and nothing failed). */
+  Unknown: 'unknown',
+} as const;
+export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
+
+export interface DeliveryShowOut {
+  webhook_id: string;
+  endpoint_id: string;
+  state: DeliveryState;
+  /** One sentence on how the state was derived, for people. */
+  reason: string;
+  tenant: string | null;
+  event_type: string | null;
+  /** Attempts of the current round (since the last replay, if any). */
+  attempts: number;
+  last_status: number | null;
+  last_error: string | null;
+  last_attempt_at: string | null;
+  next_attempt_at: string | null;
+  queued: { stream: string; seq: number } | null;
+  dead_letter: Pick<DeadLetterOut, 'id' | 'status' | 'dead_count' | 'replay_count' | 'last_replayed_at' | 'failed_at'> | null;
+  /** Failed attempts recorded for this webhook-id and endpoint, oldest first, across rounds. */
+  history: AttemptRecord[];
+}
+
+export const isAdminErrorReply = (x: unknown): x is AdminErrorReply =>
+  typeof x === 'object' && x !== null && 'error' in x && typeof (x as AdminErrorReply).error?.code === 'string';

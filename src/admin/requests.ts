@@ -1,0 +1,156 @@
+// Parsing admin request bodies into typed queries: strict (unknown fields and wrong types are errors
+// that name the field, so a typo never widens a replay), defaults filled, limits clamped.
+import { isEventName } from '../domain/catalogue.ts';
+import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE } from '../domain/ids.ts';
+import { ErrorCode, HookstreamError } from '../errors.ts';
+import type { DeadLetterStatus } from '../db/entities.ts';
+
+export const badRequest = (message: string) => new HookstreamError(ErrorCode.BadRequest, message);
+
+export const DEFAULT_PAGE = 50;
+export const MAX_PAGE = 500;
+export const DEFAULT_REPLAY_BATCH = 100;
+
+export interface DeadLetterFilter {
+  tenant?: string;
+  endpoint?: string;
+  event?: string;
+  since?: Date;
+  until?: Date;
+  status?: DeadLetterStatus;
+}
+
+export interface Page {
+  limit: number;
+  cursor?: string;
+}
+
+type Body = Record<string, unknown>;
+
+/** The request payload as a JSON object; an empty payload is an empty object. */
+export function parseBody(data: Uint8Array): Body {
+  const text = new TextDecoder().decode(data).trim();
+  if (text === '') return {};
+  let x: unknown;
+  try {
+    x = JSON.parse(text);
+  } catch {
+    throw badRequest('request is not valid JSON');
+  }
+  if (typeof x !== 'object' || x === null || Array.isArray(x)) throw badRequest('request must be a JSON object');
+  return x as Body;
+}
+
+function onlyFields(body: Body, allowed: readonly string[]): void {
+  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (unknown.length) throw badRequest(`unknown field${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}; allowed: ${allowed.join(', ')}`);
+}
+
+function optionalString(body: Body, field: string): string | undefined {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string' || v === '') throw badRequest(`${field} must be a non-empty string`);
+  return v;
+}
+
+function requiredString(body: Body, field: string): string {
+  const v = optionalString(body, field);
+  if (v === undefined) throw badRequest(`${field} is required`);
+  return v;
+}
+
+// ISO 8601 with a date, optionally a time and a zone; a time without a zone is read as UTC.
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+function optionalTime(body: Body, field: string): Date | undefined {
+  const v = optionalString(body, field);
+  if (v === undefined) return undefined;
+  const zoned = /(?:Z|[+-]\d{2}:?\d{2})$/.test(v) || !v.includes(':') ? v : `${v}Z`;
+  const t = ISO_TIME.test(v) ? Date.parse(zoned.replace(' ', 'T')) : NaN;
+  if (!Number.isFinite(t)) throw badRequest(`${field} must be an ISO 8601 time such as 2026-01-31T12:00:00Z, got ${JSON.stringify(v)}`);
+  return new Date(t);
+}
+
+function limitOf(body: Body, fallback: number): number {
+  const v = body['limit'];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_PAGE) throw badRequest(`limit must be a whole number from 1 to ${MAX_PAGE}`);
+  return v;
+}
+
+const FILTER_FIELDS = ['tenant', 'endpoint', 'event', 'since', 'until'] as const;
+
+function filterOf(body: Body): DeadLetterFilter {
+  const f: DeadLetterFilter = {};
+  const tenant = optionalString(body, 'tenant');
+  if (tenant !== undefined) {
+    if (!isTenantId(tenant)) throw badRequest(`tenant must be ${TENANT_ID_RULE}`);
+    f.tenant = tenant;
+  }
+  const endpoint = optionalString(body, 'endpoint');
+  if (endpoint !== undefined) {
+    if (!isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
+    f.endpoint = endpoint;
+  }
+  const event = optionalString(body, 'event');
+  if (event !== undefined) {
+    if (!isEventName(event)) throw badRequest(`event ${JSON.stringify(event)} is not an event name`);
+    f.event = event;
+  }
+  const since = optionalTime(body, 'since');
+  const until = optionalTime(body, 'until');
+  if (since && until && since.getTime() >= until.getTime()) throw badRequest('since must be before until');
+  if (since) f.since = since;
+  if (until) f.until = until;
+  return f;
+}
+
+export function parseListRequest(body: Body): { filter: DeadLetterFilter; page: Page } {
+  onlyFields(body, [...FILTER_FIELDS, 'status', 'limit', 'cursor']);
+  const filter = filterOf(body);
+  const status = optionalString(body, 'status');
+  if (status !== undefined) {
+    if (status !== 'dead' && status !== 'replayed') throw badRequest('status must be dead or replayed');
+    filter.status = status;
+  }
+  return { filter, page: { limit: limitOf(body, DEFAULT_PAGE), ...optionalCursor(body) } };
+}
+
+export function parseReplayManyRequest(body: Body): { filter: DeadLetterFilter; page: Page } {
+  onlyFields(body, [...FILTER_FIELDS, 'limit', 'cursor']);
+  const filter = filterOf(body);
+  // An empty filter would replay every dead letter of every tenant: too easy to send by mistake.
+  if (Object.keys(filter).length === 0) throw badRequest(`replay_many needs at least one of ${FILTER_FIELDS.join(', ')}`);
+  return { filter: { ...filter, status: 'dead' }, page: { limit: limitOf(body, DEFAULT_REPLAY_BATCH), ...optionalCursor(body) } };
+}
+
+function optionalCursor(body: Body): { cursor?: string } {
+  const cursor = optionalString(body, 'cursor');
+  return cursor === undefined ? {} : { cursor };
+}
+
+const DEAD_LETTER_ID = /^dl_[0-9a-z]{1,64}$/;
+
+export function parseShowRequest(body: Body): { id: string } {
+  onlyFields(body, ['id']);
+  const id = requiredString(body, 'id');
+  if (!DEAD_LETTER_ID.test(id)) throw badRequest(`id must be a dead-letter id (dl_…), got ${JSON.stringify(id)}`);
+  return { id };
+}
+
+export function parseReplayRequest(body: Body): { id: string; force: boolean } {
+  onlyFields(body, ['id', 'force']);
+  const { id } = parseShowRequest({ id: body['id'] });
+  const force = body['force'];
+  if (force !== undefined && typeof force !== 'boolean') throw badRequest('force must be true or false');
+  return { id, force: force === true };
+}
+
+export function parseDeliveryRequest(body: Body): { webhookId: string; endpoint: string } {
+  onlyFields(body, ['webhook_id', 'endpoint']);
+  const webhookId = requiredString(body, 'webhook_id');
+  if (!isMessageId(webhookId)) throw badRequest(`webhook_id must be a message id (msg_…), got ${JSON.stringify(webhookId)}`);
+  const endpoint = requiredString(body, 'endpoint');
+  if (!isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
+  return { webhookId, endpoint };
+}

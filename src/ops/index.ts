@@ -1,0 +1,27 @@
+// The ops surface of one process, built from what the service already holds.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { ServiceMetrics } from '../metrics.ts';
+import { createBacklogCollector } from './backlog.ts';
+import { createOps, type Ops } from './ops.ts';
+import { createReadiness } from './readiness.ts';
+
+export { OPS_PATHS, type Ops } from './ops.ts';
+export { startOpsServer, type OpsServer } from './server.ts';
+
+export function createServiceOps(deps: {
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  orm: MikroORM | undefined;
+  metrics: ServiceMetrics;
+  shards: number;
+  /** Whether this process answers reads from the endpoint projection (the api role). */
+  checkProjection: boolean;
+}): Ops {
+  return createOps({
+    metrics: deps.metrics,
+    readiness: createReadiness(deps),
+    backlog: createBacklogCollector(deps.jsm, deps.metrics, { shards: deps.shards }),
+  });
+}

@@ -1,0 +1,45 @@
+// The operational HTTP surface, independent of any framework: GET /healthz (the process is up),
+// GET /readyz (it can work: see readiness.ts), GET /metrics (Prometheus text). The API app routes these
+// paths to handle(); a process without the api role serves them alone (server.ts).
+import type { ServiceMetrics } from '../metrics.ts';
+import type { BacklogCollector } from './backlog.ts';
+import type { Readiness } from './readiness.ts';
+
+export const OPS_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics']);
+
+export interface OpsResponse {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+export interface Ops {
+  /** The answer to GET `path`, or undefined when the path is not an ops path. */
+  handle(path: string): Promise<OpsResponse | undefined>;
+}
+
+const json = (status: number, value: unknown): OpsResponse =>
+  ({ status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) });
+
+export function createOps(deps: { metrics: ServiceMetrics; readiness: () => Promise<Readiness>; backlog: BacklogCollector }): Ops {
+  const stale = deps.metrics.registry.gauge('hookstream_endpoint_backlog_stale', '1 when the last backlog listing from JetStream failed');
+  return {
+    async handle(path) {
+      switch (path) {
+        case '/healthz':
+          return json(200, { status: 'ok' });
+        case '/readyz': {
+          const r = await deps.readiness();
+          return json(r.ready ? 200 : 503, { status: r.ready ? 'ready' : 'not_ready', checks: r.checks });
+        }
+        case '/metrics': {
+          // A failed backlog listing (NATS down) must not hide the counters: they render anyway.
+          stale.set(await deps.backlog.refresh().then(() => 0, () => 1));
+          return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: deps.metrics.registry.render() };
+        }
+        default:
+          return undefined;
+      }
+    },
+  };
+}

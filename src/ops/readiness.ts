@@ -1,0 +1,102 @@
+// Readiness: can this process do its work right now? NATS answers, every stream the service needs exists,
+// Postgres answers (when the process uses it), and the endpoint projection is caught up within a bound
+// (when the process reads it): no endpoint event stored more than `projectionLagMs` ago is unapplied.
+// Each check has its own deadline, so a hung dependency makes /readyz say so instead of hanging too.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { ADVISORIES_STREAM } from '../../streams/dead-letters.ts';
+import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
+import { deliveryStream } from '../../streams/deliveries.ts';
+import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
+import { EVENTS_STREAM } from '../../streams/events.ts';
+import { readCheckpoint } from '../../projections/endpoints.ts';
+import { describe } from '../errors.ts';
+
+export interface CheckResult {
+  name: 'nats' | 'streams' | 'postgres' | 'projection';
+  ok: boolean;
+  detail?: string;
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: CheckResult[];
+}
+
+export interface ReadinessDeps {
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  /** Absent when the process runs no role that uses Postgres. */
+  orm: MikroORM | undefined;
+  shards: number;
+  /** Whether this process serves reads from the endpoint projection (the api role). */
+  checkProjection: boolean;
+  /** Largest tolerated age of the oldest unapplied endpoint event (default 10 s). */
+  projectionLagMs?: number;
+  /** Deadline of each check (default 2 s). */
+  timeoutMs?: number;
+}
+
+export function requiredStreams(shards: number): string[] {
+  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM];
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms); });
+  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
+}
+
+export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
+  const timeoutMs = deps.timeoutMs ?? 2000;
+  const lagMs = deps.projectionLagMs ?? 10_000;
+
+  const run = async (name: CheckResult['name'], fn: () => Promise<string | undefined>): Promise<CheckResult> => {
+    try {
+      const problem = await withDeadline(fn(), timeoutMs, name);
+      return problem === undefined ? { name, ok: true } : { name, ok: false, detail: problem };
+    } catch (e) {
+      return { name, ok: false, detail: describe(e) };
+    }
+  };
+
+  const nats = () => run('nats', async () => {
+    if (deps.nc.isClosed()) return 'connection closed';
+    await deps.nc.rtt();
+    return undefined;
+  });
+
+  const streams = () => run('streams', async () => {
+    const present = new Set<string>();
+    for await (const name of deps.jsm.streams.names()) present.add(name);
+    const missing = requiredStreams(deps.shards).filter((s) => !present.has(s));
+    return missing.length ? `missing ${missing.join(', ')}` : undefined;
+  });
+
+  const postgres = (orm: MikroORM) => run('postgres', async () => {
+    await orm.em.fork().execute('select 1');
+    return undefined;
+  });
+
+  const projection = (orm: MikroORM) => run('projection', async () => {
+    const applied = await readCheckpoint(orm);
+    const last = (await deps.jsm.streams.info(ENDPOINTS_STREAM)).state.last_seq;
+    if (applied >= last) return undefined;
+    // Behind: how old is the oldest event not applied yet?
+    const query = { seq: applied + 1, next_by_subj: 'endpoints.>' }; // a variable: the client types only seq/last_by_subj
+    const oldest = await deps.jsm.streams.getMessage(ENDPOINTS_STREAM, query);
+    const age = oldest ? Date.now() - oldest.time.getTime() : 0;
+    return age > lagMs ? `${last - applied} endpoint event(s) unapplied, the oldest for ${Math.round(age / 1000)} s` : undefined;
+  });
+
+  return async () => {
+    const checks = await Promise.all([
+      nats(),
+      streams(),
+      ...(deps.orm ? [postgres(deps.orm)] : []),
+      ...(deps.orm && deps.checkProjection ? [projection(deps.orm)] : []),
+    ]);
+    return { ready: checks.every((c) => c.ok), checks };
+  };
+}

@@ -1,0 +1,50 @@
+// The ops paths on their own HTTP server, for processes that run no api role (delivery workers, the
+// admin process): orchestrators probe them and Prometheus scrapes them on HOST:PORT like the API.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ConfigError, describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Ops } from './ops.ts';
+
+export interface OpsServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startOpsServer(ops: Ops, opts: { host: string; port: number; log: Logger }): Promise<OpsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const send = (status: number, type: string, body: string) => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      send(405, 'application/json', JSON.stringify({ error: { code: 'method_not_allowed', message: 'only GET' } }));
+      return;
+    }
+    ops.handle(path).then(
+      (r) => (r ? send(r.status, r.contentType, r.body) : send(404, 'application/json', JSON.stringify({ error: { code: 'not_found', message: `no route ${path}` } }))),
+      (e: unknown) => {
+        opts.log.error('ops request failed', { path, reason: describe(e) });
+        send(500, 'application/json', JSON.stringify({ error: { code: 'internal_error', message: 'internal error' } }));
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE' || e.code === 'EACCES'
+      ? new ConfigError('PORT', `cannot listen on ${opts.host}:${opts.port} (${e.code}); give each process its own PORT`)
+      : e));
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  opts.log.info('ops listening', { url, paths: '/healthz /readyz /metrics' });
+  return {
+    url,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      // Probes and scrapes are short; idle keep-alive sockets must not hold the shutdown.
+      server.closeIdleConnections();
+    }),
+  };
+}

@@ -1,0 +1,162 @@
+// Replay end to end over the admin subject: a receiver that failed until the delivery died, then recovers,
+// gets the replayed delivery with the original webhook-id and a valid signature; a replay that fails again
+// dies again; bulk replay pages through an endpoint's dead letters.
+import test from 'ava';
+import { Webhook } from 'standardwebhooks';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startHarness, eventually, type Harness } from './helpers/service.ts';
+import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { AdminRequestError, connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { DeadLetterOut } from '../src/admin/protocol.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+let h: Harness;
+let nc: NatsConnection;
+let admin: AdminClient;
+const receivers: Receiver[] = [];
+
+const receiver = async (healthy: () => boolean) => {
+  const r = await startReceiver(() => (healthy() ? 200 : 500));
+  receivers.push(r);
+  return r;
+};
+const publish = (tenant: string, type: string, data: unknown) =>
+  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
+
+const deadLettersOf = (endpoint: string, count: number, status: 'dead' | 'replayed' = 'dead') =>
+  eventually(async () => {
+    const page = await admin.listDeadLetters({ endpoint, status });
+    return page.data.length >= count ? page.data : undefined;
+  }, 30_000, `${count} ${status} dead letter(s) of ${endpoint}`);
+
+const verify = (secret: string, r: Receiver['received'][number]) => new Webhook(secret).verify(r.body, {
+  'webhook-id': String(r.headers['webhook-id']),
+  'webhook-timestamp': String(r.headers['webhook-timestamp']),
+  'webhook-signature': String(r.headers['webhook-signature']),
+});
+
+test.before(async () => {
+  h = await startHarness('admin_replay', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  nc = await connectAsOperator({ url: h.nats.url });
+  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+});
+
+test.after.always(async () => {
+  await nc?.drain();
+  await Promise.all(receivers.map((r) => r.close()));
+  await h?.close();
+});
+
+test('replay: a recovered receiver gets the original webhook-id, validly signed, and the record notes it', async (t) => {
+  let healthy = false;
+  const r = await receiver(() => healthy);
+  const tenant = 'tenant_replay' as TenantId;
+  const { endpoint, signingSecret } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
+  await publish(tenant, 'user.deactivated', { userId: 'user_9' });
+  const [letter] = await deadLettersOf(endpoint.id, 1);
+  t.is(r.received.length, 3, 'first attempt and two retries, all failed');
+  const originalId = String(r.received[0]!.headers['webhook-id']);
+  t.is(letter!.webhook_id, originalId);
+  t.is((await admin.showDelivery({ webhook_id: letter!.webhook_id, endpoint: endpoint.id })).state, 'dead');
+
+  healthy = true;
+  const replayedBefore = h.service.metrics.deadLettersReplayed.get();
+  const out = await admin.replayDeadLetter({ id: letter!.id });
+  t.like(out.dead_letter, { id: letter!.id, status: 'replayed', replay_count: 1, dead_count: 1 });
+  t.truthy(out.dead_letter.last_replayed_at);
+  t.is(out.replay.msg_id, `${letter!.webhook_id}.${endpoint.id}.replay.1`);
+  t.false(out.replay.duplicate);
+  t.true(h.service.metrics.deadLettersReplayed.get() > replayedBefore, 'counted');
+
+  const got = (await r.waitFor(4))[3]!;
+  t.is(got.headers['webhook-id'], originalId, 'same webhook-id as the original attempts');
+  t.deepEqual(verify(signingSecret, got), { type: 'user.deactivated', data: { userId: 'user_9' } });
+  t.true(Math.abs(Number(got.headers['webhook-timestamp']) - got.at / 1000) < 2, 'signed at send time, so receivers accept it');
+
+  const state = await eventually(async () => {
+    const s = await admin.showDelivery({ webhook_id: letter!.webhook_id, endpoint: endpoint.id });
+    return s.state === 'acknowledged' ? s : undefined;
+  }, 10_000, 'acknowledged');
+  t.like(state, { attempts: 1, dead_letter: { id: letter!.id, status: 'replayed', replay_count: 1 } });
+  t.is(state.history.length, 3, 'the failures before the replay stay in the history');
+
+  // A second replay must be asked for explicitly; then it goes out again under the same webhook-id.
+  const refused = await admin.replayDeadLetter({ id: letter!.id }).catch((e: unknown) => e);
+  t.true(refused instanceof AdminRequestError && refused.code === 'conflict');
+  const again = await admin.replayDeadLetter({ id: letter!.id, force: true });
+  t.is(again.dead_letter.replay_count, 2);
+  t.is((await r.waitFor(5))[4]!.headers['webhook-id'], originalId);
+});
+
+test('a replay that fails again runs the schedule and becomes dead again', async (t) => {
+  const r = await receiver(() => false);
+  const tenant = 'tenant_redead' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
+  await publish(tenant, 'organization.updated', { organizationId: 'org_5' });
+  const [letter] = await deadLettersOf(endpoint.id, 1);
+  await admin.replayDeadLetter({ id: letter!.id });
+  await r.waitFor(6);
+  const redead = await eventually(async () => {
+    const [d] = (await admin.listDeadLetters({ endpoint: endpoint.id })).data;
+    return d && d.status === 'dead' && d.dead_count === 2 ? d : undefined;
+  }, 20_000, 'dead again');
+  t.like(redead, { id: letter!.id, replay_count: 1, attempts: 3, last_status: 500 });
+  const state = await admin.showDelivery({ webhook_id: letter!.webhook_id, endpoint: endpoint.id });
+  t.is(state.state, 'dead');
+  t.is(state.history.length, 6, 'three attempts per round, two rounds');
+  t.is(new Set(r.received.map((g) => g.headers['webhook-id'])).size, 1);
+  // It can be replayed again.
+  t.is((await admin.replayDeadLetter({ id: letter!.id })).dead_letter.replay_count, 2);
+});
+
+test('replay many: all of an endpoint\'s dead letters, in pages, with a total for progress', async (t) => {
+  let healthy = false;
+  const r = await receiver(() => healthy);
+  const tenant = 'tenant_bulk' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'] });
+  const other = await h.store.create(tenant, { url: r.url, events: ['user.created'] });
+  for (let i = 0; i < 4; i++) await publish(tenant, 'organizationInvitation.created', { invitationId: `inv_${i}` });
+  await publish(tenant, 'user.created', { userId: 'user_bulk' });
+  const letters: DeadLetterOut[] = await deadLettersOf(endpoint.id, 5);
+  await deadLettersOf(other.endpoint.id, 1);
+  healthy = true;
+  const before = r.received.length;
+
+  const replayed: string[] = [];
+  let cursor: string | undefined;
+  const totals = new Set<number>();
+  do {
+    const batch = await admin.replayDeadLetters({ endpoint: endpoint.id, limit: 2, ...(cursor ? { cursor } : {}) });
+    t.deepEqual(batch.failed, []);
+    replayed.push(...batch.replayed.map((x) => x.id));
+    totals.add(batch.total);
+    cursor = batch.next_cursor ?? undefined;
+  } while (cursor);
+  t.deepEqual(replayed, letters.map((l) => l.id).sort(), 'each once, oldest first');
+  t.deepEqual([...totals], [5]);
+  const got = await r.waitFor(before + 5);
+  t.deepEqual(got.slice(before).map((g) => String(g.headers['webhook-id'])).sort(), letters.map((l) => l.webhook_id).sort());
+  // The other endpoint's dead letter was not part of it.
+  t.is((await admin.listDeadLetters({ endpoint: other.endpoint.id, status: 'dead' })).data.length, 1);
+  // Nothing left to replay by that filter.
+  const none = await admin.replayDeadLetters({ endpoint: endpoint.id });
+  t.like(none, { total: 0, replayed: [], next_cursor: null });
+});
+
+test('replaying to a deleted endpoint is refused, and a bulk run reports it without stopping', async (t) => {
+  const r = await receiver(() => false);
+  const tenant = 'tenant_deleted' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
+  await publish(tenant, 'user.updated', { userId: 'user_d' });
+  const [letter] = await deadLettersOf(endpoint.id, 1);
+  await h.store.delete(tenant, endpoint.id);
+  const e = await admin.replayDeadLetter({ id: letter!.id }).catch((x: unknown) => x);
+  t.true(e instanceof AdminRequestError);
+  t.is((e as AdminRequestError).code, 'conflict');
+  t.regex((e as AdminRequestError).message, /is deleted; restore it/);
+  const bulk = await admin.replayDeadLetters({ endpoint: endpoint.id });
+  t.is(bulk.replayed.length, 0);
+  t.is(bulk.failed[0]?.id, letter!.id);
+  t.is(bulk.failed[0]?.error.code, 'conflict');
+  t.is((await admin.showDeadLetter({ id: letter!.id })).dead_letter.status, 'dead', 'untouched');
+});

@@ -1,0 +1,140 @@
+// nats.conf enforced by a real nats-server: hookstream runs every role as the `service` user, a producer
+// as `publisher` gets its events delivered but reaches neither admin.> nor the delivery streams (nor the
+// service's inbox), and the `operator` lists and replays dead letters over admin.>.
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { connect } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { PermissionViolationError, type NatsConnection } from '@nats-io/nats-core';
+import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
+import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { loadConfig } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+import { startService, type RunningService } from '../src/service.ts';
+import { generateKeys, initSodium, SecretSealer } from '../src/crypto/sodium.ts';
+import { createEndpointStore } from '../src/endpoints/store.ts';
+import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+const CONFIG = fileURLToPath(new URL('../nats.conf', import.meta.url));
+// nats-server parses a variable's value as a config value: a leading letter keeps it a string.
+const password = () => `p${randomBytes(12).toString('hex')}`;
+const PASSWORDS = { publisher: password(), service: password(), operator: password() };
+
+let nats: NatsServer;
+let db: TestDatabase;
+let service: RunningService;
+let publisher: NatsConnection;
+let operatorNc: NatsConnection;
+let admin: AdminClient;
+let r: Receiver;
+let healthy = true;
+let masterKey = '';
+
+/** The error a refused operation ends with: nats.js reports the server's permission violation. */
+const violation = (e: unknown): PermissionViolationError | undefined =>
+  e instanceof PermissionViolationError ? e : e instanceof Error && e.cause instanceof PermissionViolationError ? e.cause : undefined;
+
+const refused = async (p: Promise<unknown>): Promise<PermissionViolationError | undefined> => {
+  try {
+    await p;
+    return undefined;
+  } catch (e) {
+    return violation(e);
+  }
+};
+
+test.before(async () => {
+  await initSodium();
+  // nats-server reads the passwords nats.conf names from its environment.
+  process.env['HOOKSTREAM_NATS_PUBLISHER_PASSWORD'] = PASSWORDS.publisher;
+  process.env['HOOKSTREAM_NATS_SERVICE_PASSWORD'] = PASSWORDS.service;
+  process.env['HOOKSTREAM_NATS_OPERATOR_PASSWORD'] = PASSWORDS.operator;
+  nats = await startNatsServer({ config: CONFIG });
+  db = await createTestDatabase('permissions');
+  const keys = generateKeys();
+  masterKey = keys.masterKey;
+  const config = loadConfig({
+    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.service, DATABASE_URL: db.url, PORT: '0',
+    HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
+    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
+  });
+  service = await startService(config, createLogger({ level: config.logLevel }));
+  publisher = await connect({ servers: nats.url, user: 'publisher', pass: PASSWORDS.publisher });
+  operatorNc = await connectAsOperator({ url: nats.url, user: 'operator', password: PASSWORDS.operator });
+  admin = createAdminClient(operatorNc, { timeoutMs: 20_000 });
+  r = await startReceiver(() => (healthy ? 200 : 500));
+});
+
+test.after.always(async () => {
+  await publisher?.close();
+  await operatorNc?.close();
+  await service?.stop();
+  await r?.close();
+  await nats?.dispose();
+  await db?.drop();
+});
+
+const store = () => createEndpointStore({
+  js: service.js, jsm: service.jsm, sealer: new SecretSealer(masterKey), checkUrl: (u) => checkTargetUrl(u, true),
+});
+
+test.serial('the service runs as `service`; a publisher\'s event is delivered, its dead letter replayed by the operator', async (t) => {
+  const tenant = 'tenant_perm' as TenantId;
+  const { endpoint } = await store().create(tenant, { url: r.url, events: ['user.*'] });
+  const ack = await jetstream(publisher).publish(`events.${tenant}.user.created`, JSON.stringify({ userId: 'user_p' }));
+  t.is(ack.stream, 'EVENTS', 'the publisher gets its JetStream ack');
+  const [got] = await r.waitFor(1);
+  t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_p' } });
+
+  healthy = false;
+  await jetstream(publisher).publish(`events.${tenant}.user.banned`, JSON.stringify({ userId: 'user_q' }));
+  const [letter] = await eventually(async () => {
+    const page = await admin.listDeadLetters({ endpoint: endpoint.id });
+    return page.data.length ? page.data : undefined;
+  }, 30_000, 'dead letter via the operator');
+  healthy = true;
+  const before = r.received.length;
+  const replay = await admin.replayDeadLetter({ id: letter!.id });
+  t.is(replay.dead_letter.status, 'replayed');
+  const all = await r.waitFor(before + 1);
+  t.is(all[before]!.headers['webhook-id'], letter!.webhook_id);
+});
+
+test('the publisher cannot reach admin.>', async (t) => {
+  const e = await refused(publisher.request('admin.dead_letters.list', '{}', { timeout: 5000 }));
+  t.truthy(e);
+  t.is(e?.operation, 'publish');
+  const sub = publisher.subscribe('admin.>');
+  t.is(violation(await sub.closed)?.operation, 'subscription', 'nor listen to admin requests');
+});
+
+test('the publisher cannot reach the delivery streams, their messages or the service\'s inbox', async (t) => {
+  const js = jetstream(publisher);
+  const before = (await service.jsm.streams.info('DELIVERIES_0')).state.messages;
+  t.truthy(await refused(js.publish('deliveries.0.webhook_forged', '{"type":"user.created","data":{}}', { timeout: 5000 })), 'no publishing into a work queue');
+  t.is((await service.jsm.streams.info('DELIVERIES_0')).state.messages, before);
+  t.truthy(await refused(jetstreamManager(publisher)), 'no JetStream API: no consumers, no message reads');
+  t.truthy(await refused(publisher.request('$JS.API.STREAM.MSG.GET.DELIVERIES_0', '{"seq":1}', { timeout: 5000 })));
+  for (const subject of ['deliveries.>', '_INBOX_hookstream.>', 'attempts.>', '$JS.API.>', '_INBOX_operator.>']) {
+    const sub = publisher.subscribe(subject);
+    t.is(violation(await sub.closed)?.operation, 'subscription', subject);
+  }
+});
+
+test('the operator can use admin.> only', async (t) => {
+  t.truthy(await refused(jetstreamManager(operatorNc)), 'no JetStream API');
+  t.truthy(await refused(operatorNc.request('events.tenant_perm.user.created', '{}', { timeout: 5000 })), 'no publishing events');
+  const sub = operatorNc.subscribe('_INBOX_hookstream.>');
+  t.is(violation(await sub.closed)?.operation, 'subscription');
+});
+
+test('nobody gets in without a user', async (t) => {
+  const e = await connect({ servers: nats.url, reconnect: false }).then(() => undefined, (x: unknown) => x);
+  t.true(e instanceof Error && /Authorization Violation/.test(e.message));
+});
