@@ -85,6 +85,8 @@ export function createEndpointStore(deps: {
       const fields = validateFields(input, true, deps.checkUrl);
       const state = await get(tenant, id);
       assertActive(state);
+      // An empty patch changes nothing, so it appends nothing.
+      if (Object.keys(fields).length === 0) return { endpoint: state, seq: state.version };
       return append(state, { v: 1, type: 'endpoint.updated', id, ...fields, at: now() });
     },
     async delete(tenant, id) {
