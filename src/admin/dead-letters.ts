@@ -17,7 +17,7 @@ import type { ServiceMetrics } from '../metrics.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { DeadLetterOpener } from './opener.ts';
 import type {
-  DeadLetterOut, DeadLetterReplayOut, DeadLetterShowOut, DeadLettersListOut, DeadLettersReplayManyOut, OriginalMessageOut,
+  AdminErrorCode, DeadLetterOut, DeadLetterReplayOut, DeadLetterShowOut, DeadLettersListOut, DeadLettersReplayManyOut, OriginalMessageOut,
 } from './protocol.ts';
 import type { DeadLetterFilter, Page } from './requests.ts';
 
@@ -193,7 +193,7 @@ export function createDeadLetters(deps: {
 }
 
 /** The admin protocol's error code for a service error code. */
-export function adminCode(code: ErrorCode): 'bad_request' | 'not_found' | 'conflict' | 'internal_error' {
+export function adminCode(code: ErrorCode): AdminErrorCode {
   switch (code) {
     case ErrorCode.BadRequest:
     case ErrorCode.ValidationFailed:

@@ -133,7 +133,7 @@ export const DeliveryState = {
   Acknowledged: 'acknowledged',
   /** Retries ran out; a dead letter holds the message. */
   Dead: 'dead',
-  /** No trace left (the event aged out of EVENTS and nothing failed). */
+  /** Not enough left to tell (see the reason): event aged out of EVENTS, endpoint deleted or created later, huge backlog. */
   Unknown: 'unknown',
 } as const;
 export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
@@ -146,8 +146,9 @@ export interface DeliveryShowOut {
   reason: string;
   tenant: string | null;
   event_type: string | null;
-  /** Attempts of the current round (since the last replay, if any). */
+  /** Attempts of the current round (since the last replay, if any), the successful one included. */
   attempts: number;
+  /** Of the last failed attempt (dead, retrying); null when acknowledged: successes are not recorded. */
   last_status: number | null;
   last_error: string | null;
   last_attempt_at: string | null;
