@@ -20,7 +20,7 @@ test('defaults without any variable', (t) => {
     attemptTimeoutMs: 15_000,
     allowPrivateTargets: false,
     maxInFlightPerEndpoint: 16,
-    deliveryShards: 8,
+    deliveryShards: 128,
     rateLimitPerSecond: 100,
     masterKey: undefined,
     deadLetterPublicKey: undefined,

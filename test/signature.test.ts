@@ -2,7 +2,7 @@
 // `standardwebhooks` npm package): if a receiver's off-the-shelf library rejects us, nothing else matters.
 import test from 'ava';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { isSigningSecret, newSigningSecret, sign, signatureHeader, signingKey, verifySignature } from '../src/domain/signature.ts';
+import { isSigningSecret, newSigningSecret, sign, signatureHeader, signingKey, signingKeyObject, verifySignature } from '../src/domain/signature.ts';
 
 // From standard-webhooks/standard-webhooks libraries/javascript/src/webhook.test.ts ("sign function works").
 const VECTOR = {
@@ -127,4 +127,10 @@ test('new signing secrets are whsec_ with 32 random bytes and differ each time',
   t.false(isSigningSecret(a.slice('whsec_'.length)));
   t.false(isSigningSecret('whsec_' + Buffer.alloc(16).toString('base64')));
   t.false(isSigningSecret('whsec_' + Buffer.alloc(65).toString('base64')));
+});
+
+test('a KeyObject from signingKeyObject signs exactly like the raw key', (t) => {
+  const secret = newSigningSecret();
+  const body = Buffer.from('{"type":"user.created","data":{}}');
+  t.is(signatureHeader([signingKeyObject(secret)], 'msg_ko', 1_700_000_000, body), signatureHeader([signingKey(secret)], 'msg_ko', 1_700_000_000, body));
 });

@@ -1,7 +1,7 @@
 // The HTTP request of one attempt: the exact headers of spec section 2.2, signed with every live secret.
-import { signatureHeader } from '../domain/signature.ts';
+import { signatureHeader, type SigningKey } from '../domain/signature.ts';
 
-export function deliveryHeaders(opts: { webhookId: string; event: string; keys: readonly Buffer[]; body: Buffer; now: number }): Record<string, string> {
+export function deliveryHeaders(opts: { webhookId: string; event: string; keys: readonly SigningKey[]; body: Buffer; now: number }): Record<string, string> {
   // The timestamp is when THIS attempt is sent, so a retry hours later passes a receiver's 5-minute check.
   const timestamp = Math.floor(opts.now / 1000);
   return {

@@ -9,7 +9,7 @@ import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../strea
 import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
 import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
-import { signingKey } from '../domain/signature.ts';
+import { signingKeyObject, type SigningKey } from '../domain/signature.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -44,6 +44,8 @@ interface InFlight {
 }
 
 const CONSUMER_SETUP_CONCURRENCY = 32;
+const PULL_EXPIRES_MS = 120_000;
+const PULL_HEARTBEAT_MS = 30_000;
 
 export async function startDelivery(deps: {
   js: JetStreamClient;
@@ -63,11 +65,11 @@ export async function startDelivery(deps: {
   let stopping = false;
 
   // Opening a sealed secret costs a libsodium call; endpoints keep theirs for the life of the process.
-  const keyCache = new Map<string, Buffer>();
+  const keyCache = new Map<string, SigningKey>();
   const keysFor = (state: EndpointState, now: number) =>
     liveSecrets(state, now).map((s) => {
       let key = keyCache.get(s.sealed);
-      if (!key) keyCache.set(s.sealed, (key = signingKey(deps.secrets.open(s.sealed))));
+      if (!key) keyCache.set(s.sealed, (key = signingKeyObject(deps.secrets.open(s.sealed))));
       return key;
     });
 
@@ -165,7 +167,10 @@ export async function startDelivery(deps: {
     }), known);
     if (loops.has(state.id) || stopping) return;
     const consumer = await js.consumers.get(address.stream, state.id);
-    const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: 30_000 });
+    // Long pulls with the longest heartbeat nats.js allows: with 10,000 endpoints, the default 30 s pull and
+    // 15 s heartbeat cost ~1,000 messages/s between client and server while nothing happens (issue 5).
+    // A lost pull is still noticed after two missed heartbeats (60 s) and re-issued by the client.
+    const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: PULL_EXPIRES_MS, idle_heartbeat: PULL_HEARTBEAT_MS });
     loops.set(state.id, { messages, done: run(state.id, messages) });
   }
 

@@ -1,6 +1,6 @@
 // Standard Webhooks signing: v1,<base64 HMAC-SHA256 of "id.timestamp.body">, keyed by the
 // base64-decoded part of a whsec_ secret. Every Standard Webhooks verifier accepts it.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 const PREFIX = 'whsec_';
 
@@ -19,13 +19,23 @@ export function signingKey(secret: string): Buffer {
   return Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64');
 }
 
-export function sign(key: Buffer, msgId: string, timestamp: number, body: string | Buffer): string {
+/**
+ * The same key as a KeyObject, for signing many times: createHmac with a raw Buffer imports the key on
+ * every call (~14 µs on the project's machine), with a KeyObject ~2 µs (issue 5).
+ */
+export function signingKeyObject(secret: string): KeyObject {
+  return createSecretKey(signingKey(secret));
+}
+
+export type SigningKey = Buffer | KeyObject;
+
+export function sign(key: SigningKey, msgId: string, timestamp: number, body: string | Buffer): string {
   const mac = createHmac('sha256', key).update(`${msgId}.${timestamp}.`).update(body).digest('base64');
   return `v1,${mac}`;
 }
 
 /** The webhook-signature header: one signature per key, space-separated (rotation sends new and old). */
-export function signatureHeader(keys: readonly Buffer[], msgId: string, timestamp: number, body: string | Buffer): string {
+export function signatureHeader(keys: readonly SigningKey[], msgId: string, timestamp: number, body: string | Buffer): string {
   return keys.map((k) => sign(k, msgId, timestamp, body)).join(' ');
 }
 
