@@ -6,6 +6,7 @@ import type { Config, Role } from './config.ts';
 import type { Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
 import { connectNats } from './nats/connect.ts';
+import { describe } from './errors.ts';
 import { ensureStreams } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
 import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
@@ -141,13 +142,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
       nc, js, jsm, orm, metrics, directory, projector, api, ops,
       async stop() {
         // Reverse order: the roles that take work stop first, connections last.
-        for (const stop of stops.reverse()) {
-          await stop().catch((e: unknown) => log.error('error while stopping', { reason: e instanceof Error ? e.message : String(e) }));
+        for (const stop of stops.splice(0).reverse()) {
+          await stop().catch((e: unknown) => log.error('error while stopping', { reason: describe(e) }));
         }
       },
     };
   } catch (e) {
-    for (const stop of stops.reverse()) await stop().catch(() => {});
+    for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
     throw e;
   }
 }
