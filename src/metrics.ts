@@ -2,7 +2,18 @@
 // The roles count what happens; GET /metrics renders it.
 
 type Labels = Record<string, string>;
-const key = (labels: Labels) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+// The series key of a label set, computed on every inc/observe (a few per delivery): names sorted, then
+// name/value pairs joined with separators no label name can hold. JSON.stringify of sorted entries with
+// localeCompare cost ~0.5 % of the service's CPU in the throughput profile (issue 5).
+const key = (labels: Labels): string => {
+  let out = '';
+  let names: string[] | undefined;
+  for (const name in labels) (names ??= []).push(name);
+  if (!names) return out;
+  if (names.length > 1) names.sort();
+  for (const name of names) out += `${name}\u0001${labels[name]}\u0002`;
+  return out;
+};
 const fmt = (labels: Labels, extra?: Labels) => {
   const all = { ...labels, ...extra };
   const parts = Object.entries(all).map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);

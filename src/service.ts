@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
 import type { Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
-import { connectNats } from './nats/connect.ts';
+import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { describe } from './errors.ts';
 import { ensureStreams } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
@@ -107,7 +107,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     if (roles.has('router') && directory) {
-      const router = await startRouter({ js, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
+      const router = await startRouter({ js, nc, inboxPrefix: SERVICE_INBOX_PREFIX, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
       stops.push(() => router.stop());
     }
 

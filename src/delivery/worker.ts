@@ -73,6 +73,19 @@ export async function startDelivery(deps: {
       return key;
     });
 
+  // Acks of one event-loop turn go out together: nats.js writes its outbound buffer to the socket once per
+  // microtask checkpoint, and every HTTP answer completes in an I/O callback of its own, so acking at once
+  // cost one socket write per delivery (issue 5). setImmediate runs after the turn's I/O callbacks.
+  let acks: JsMsg[] = [];
+  const flushAcks = () => {
+    const batch = acks;
+    acks = [];
+    for (const m of batch) m.ack();
+  };
+  const ackSoon = (m: JsMsg) => {
+    if (acks.push(m) === 1) setImmediate(flushAcks);
+  };
+
   /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
   const waitFor = (deliveryCount: number) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!;
 
@@ -125,7 +138,7 @@ export async function startDelivery(deps: {
     }
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
     if (outcome.ok) {
-      m.ack();
+      ackSoon(m);
       metrics.acknowledged.inc({ event });
       return;
     }
@@ -229,6 +242,7 @@ export async function startDelivery(deps: {
       await Promise.all([...loops.keys()].map(stopLoop));
       // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
       await Promise.allSettled([...attempts]);
+      flushAcks();
       clearInterval(sweep);
     },
   };

@@ -3,7 +3,7 @@
 // idempotent (Nats-Msg-Id = webhook-id + endpoint), and the event is acked only after its whole
 // fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { headers as natsHeaders } from '@nats-io/nats-core';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
 import { matchesAny } from '../domain/catalogue.ts';
@@ -13,11 +13,16 @@ import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
+import { createAckedPublisher } from './acked-publisher.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
 /** Events taken off the consumer and waiting to be routed, at most. */
 const MAX_ARRIVED = 1024;
+/** How long a fan-out publish waits for JetStream's acknowledgement (as js.publish's default). */
+const PUBLISH_TIMEOUT_MS = 5000;
+/** Nats-Msg-Id, the header JetStream deduplicates publishes by. */
+const MSG_ID_HEADER = 'Nats-Msg-Id';
 
 /**
  * The webhook-id of an event: derived from its place in the EVENTS stream (stored time and sequence),
@@ -34,6 +39,9 @@ export interface Router {
 
 export async function startRouter(deps: {
   js: JetStreamClient;
+  /** The connection of `js`: fan-out publishes go through it directly (acked-publisher.ts). */
+  nc: NatsConnection;
+  inboxPrefix?: string;
   directory: EndpointDirectory;
   shards: number;
   log: Logger;
@@ -42,6 +50,7 @@ export async function startRouter(deps: {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
+  const publisher = createAckedPublisher(deps.nc, { timeoutMs: PUBLISH_TIMEOUT_MS, ...(deps.inboxPrefix ? { inboxPrefix: deps.inboxPrefix } : {}) });
 
   // Endpoint writes acked before an event was published must be visible when it is routed: a directory
   // sync that started after the event was pulled covers it, and covers every event pulled before too.
@@ -72,17 +81,16 @@ export async function startRouter(deps: {
       return undefined;
     }
     const webhookId = webhookIdFor(m.seq, m.timestampNanos);
-    const body = JSON.stringify({ type: parsed.type, data: parsed.data });
+    // Encoded once for the whole fan-out, not once per target.
+    const body = Buffer.from(JSON.stringify({ type: parsed.type, data: parsed.data }));
     const publishes = targets.map((endpoint) => {
       const h = natsHeaders();
       h.set(DeliveryHeader.WebhookId, webhookId);
       h.set(DeliveryHeader.Event, parsed.type);
       h.set(DeliveryHeader.Tenant, parsed.tenant);
       h.set(DeliveryHeader.Endpoint, endpoint.id);
-      return js.publish(deliveryAddress(endpoint.id, deps.shards).subject, body, {
-        msgID: `${webhookId}.${endpoint.id}`,
-        headers: h,
-      });
+      h.set(MSG_ID_HEADER, `${webhookId}.${endpoint.id}`);
+      return publisher.publish(deliveryAddress(endpoint.id, deps.shards).subject, body, h);
     });
     inFlight += publishes.length;
     const done = Promise.all(publishes).then(
@@ -151,6 +159,7 @@ export async function startRouter(deps: {
       await pump;
       await loop;
       await Promise.allSettled([...publishesDone]);
+      publisher.close();
     },
   };
 }
