@@ -233,7 +233,8 @@ export async function startEndpointProjector(deps: ProjectorDeps, opts: Projecto
       } catch (e) {
         // Postgres is down or busy: keep the batch and try again; the checkpoint makes retries safe.
         failures++;
-        const delay = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
+        // Capped at 5 s: after a Postgres restart the projection (and the API's writes) catch up within seconds.
+        const delay = Math.min(5_000, 250 * 2 ** Math.min(failures, 7));
         log.error('cannot apply endpoint events; retrying', { fromSeq: batch[0]!.seq, toSeq: batch[batch.length - 1]!.seq, reason: describe(e), retryInMs: delay });
         await sleep(delay, stopping.signal);
       }

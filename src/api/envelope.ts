@@ -3,6 +3,7 @@
 // bare 500 (no message, no stack, nothing that could hold a secret) and are logged with the request id.
 import type { Middleware } from 'koa';
 import { ErrorCode, isHookstreamError, type FieldError } from '../errors.ts';
+import { isPostgresUnavailable } from '../db/orm.ts';
 import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import { ProjectionLagError } from '../../projections/endpoints.ts';
@@ -43,6 +44,10 @@ export function renderError(e: unknown): RenderedError {
         return render(503, ApiErrorCode.Unavailable, 'a backing service is unavailable; retry shortly', { headers: { 'retry-after': '5' }, unexpected: true });
       default: break;
     }
+  }
+  // Postgres down or restarting: the driver's own error, which no layer above turned into ours.
+  if (isPostgresUnavailable(e)) {
+    return render(503, ApiErrorCode.Unavailable, 'a backing service is unavailable; retry shortly', { headers: { 'retry-after': '5' }, unexpected: true });
   }
   return render(500, ApiErrorCode.Internal, 'internal error; quote the x-request-id header when reporting it', { unexpected: true });
 }

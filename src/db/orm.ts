@@ -40,6 +40,17 @@ const pgCode = (e: unknown): string | undefined => {
   return typeof code === 'string' ? code : undefined;
 };
 
+/**
+ * Whether a failed query means Postgres is unavailable (down, restarting, unreachable) rather than
+ * that the query was wrong: no connection, a dropped one, SQLSTATE class 08 (connection exception)
+ * or 57P01-57P03 (shutting down, starting up). Works on MikroORM's DriverException, which keeps the
+ * driver error's code.
+ */
+export function isPostgresUnavailable(e: unknown): boolean {
+  const code = pgCode(e);
+  return isNetworkError(e) || (code !== undefined && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03'));
+}
+
 function failure(url: string, e: unknown): UnreachableError {
   const shown = redactUrl(url);
   if (isNetworkError(e)) return new UnreachableError(`cannot connect to Postgres at ${shown} (${describe(e) || pgCode(e)}); ${START_HINT}`, e);
@@ -93,6 +104,32 @@ async function connectOrCreate(url: string, dbName: string, timeoutMs: number, l
   }
 }
 
+/**
+ * Give back a pooled connection that dies while checked out. kysely (under MikroORM) releases a
+ * transaction's connection only after a successful COMMIT or ROLLBACK, and on a dead connection both
+ * fail (kysely-org/kysely#1990), so every Postgres restart that cut a transaction short would keep a
+ * pool slot for good, and closing the pool (service stop) would wait for it forever. Released here
+ * with its error, the pool discards the connection; the holder's own release, if it comes, does nothing.
+ */
+function releaseDeadConnections(pool: pg.Pool): void {
+  const watched = new WeakSet<pg.PoolClient>();
+  const checkedOut = new WeakSet<pg.PoolClient>();
+  pool.on('release', (_err, client) => { checkedOut.delete(client); });
+  pool.on('acquire', (client) => {
+    checkedOut.add(client);
+    if (watched.has(client)) return;
+    watched.add(client);
+    client.on('error', (e) => {
+      // An idle connection's error is the pool's own business: it removes the connection itself.
+      if (!checkedOut.has(client)) return;
+      checkedOut.delete(client);
+      const release = client.release;
+      client.release = () => {};
+      release(e);
+    });
+  });
+}
+
 /** MikroORM's own log lines go to ours: warnings and errors always, the rest at debug level. */
 function ormLogger(log: Logger): OrmLogger {
   let debugMode: boolean | LoggerNamespace[] = false;
@@ -142,6 +179,7 @@ export async function openDatabase(databaseUrl: string, log: Logger, opts: Datab
         silent: true,
       },
     });
+    releaseDeadConnections(await orm.em.getConnection().getNativeClient());
     await lockClient.query('select pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
     const migrator = orm.migrator;
     migrator.on('migrated', (m) => log.info('applied migration', { migration: m.name }));

@@ -13,6 +13,9 @@ import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
 
+/** The advisory consumer has no backoff, so nak(d) waits exactly d (jetstream-2.9.md). */
+const RETRY_DELAY_MS = 5_000;
+
 export interface DeadLetterSealer {
   seal(bytes: Uint8Array): Uint8Array;
 }
@@ -90,8 +93,9 @@ export async function startDeadLetterHandler(deps: {
       try {
         await handle(m);
       } catch (e) {
-        // Not acked: the advisory comes back after the ack wait, and the steps above are idempotent.
+        // Back in 5 s rather than after the 30 s ack wait (Postgres restarting, say); every step above is idempotent.
         log.error('dead-lettering failed; will retry', { seq: m.seq, reason: describe(e) });
+        m.nak(RETRY_DELAY_MS);
       }
     }
   })();

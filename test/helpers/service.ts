@@ -1,4 +1,5 @@
 // The whole service for a test file: its own nats-server and database, real roles, quiet logs.
+// A file may bring its own Postgres (`databaseUrl`) and see the log lines (`logWrite`).
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import { startService, type RunningService } from '../../src/service.ts';
@@ -22,10 +23,23 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(label: string, env: Record<string, string> = {}): Promise<Harness> {
+export interface HarnessOptions {
+  /**
+   * Use this database (created by the service when missing) instead of a fresh one on the machine's
+   * Postgres; `close` then leaves it alone.
+   */
+  databaseUrl?: string;
+  /** Receives every log line instead of stderr. */
+  logWrite?: (line: string) => void;
+}
+
+export async function startHarness(label: string, env: Record<string, string> = {}, opts: HarnessOptions = {}): Promise<Harness> {
   await initSodium();
   const nats = await startNatsServer();
-  const db = await createTestDatabase(label);
+  const external = opts.databaseUrl;
+  const db: TestDatabase = external
+    ? { url: external, name: decodeURIComponent(new URL(external).pathname.slice(1)), drop: async () => {} }
+    : await createTestDatabase(label);
   const keys = generateKeys();
   const makeConfig = (extra: Record<string, string> = {}) => loadConfig({
     NATS_URL: nats.url,
@@ -41,8 +55,16 @@ export async function startHarness(label: string, env: Record<string, string> = 
     ...extra,
   });
   let config = makeConfig();
-  const log = createLogger({ level: config.logLevel });
-  let service = await startService(config, log);
+  const log = createLogger({ level: config.logLevel, write: opts.logWrite });
+  let service: RunningService;
+  try {
+    service = await startService(config, log);
+  } catch (e) {
+    // A service that fails to start must not leave its servers behind.
+    await nats.dispose();
+    if (!external) await db.drop();
+    throw e;
+  }
   const storeFor = (s: RunningService) => createEndpointStore({
     js: s.js, jsm: s.jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
   });
