@@ -17,6 +17,7 @@ import { startRouter } from './router/router.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
+import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { startAdmin } from './admin/server.ts';
 import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
 import { createEndpointStore } from './endpoints/store.ts';
@@ -86,6 +87,15 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => d.stop());
     }
 
+    // One publisher for the router's fan-out and the delivery role's attempt records; pushed before both,
+    // so it closes after them. 5 s for JetStream's acknowledgement, as js.publish's default.
+    let publisher: AckedPublisher | undefined;
+    if (directory) {
+      const p = createAckedPublisher(nc, { timeoutMs: 5000, inboxPrefix: SERVICE_INBOX_PREFIX });
+      publisher = p;
+      stops.push(async () => p.close());
+    }
+
     if (roles.has('deadletter') && orm) {
       const publicKey = keys.deadLetterPublicKey!;
       const handler = await startDeadLetterHandler({
@@ -95,19 +105,19 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => handler.stop());
     }
 
-    if (roles.has('delivery') && directory) {
+    if (roles.has('delivery') && directory && publisher) {
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
       stops.push(() => sender.close());
       const delivery = await startDelivery({
-        js, jsm, directory, sender, secrets: new SecretSealer(keys.masterKey!),
+        js, jsm, directory, sender, publisher, secrets: new SecretSealer(keys.masterKey!),
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint },
         log: log.child({ role: 'delivery' }), metrics,
       });
       stops.push(() => delivery.stop());
     }
 
-    if (roles.has('router') && directory) {
-      const router = await startRouter({ js, nc, inboxPrefix: SERVICE_INBOX_PREFIX, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
+    if (roles.has('router') && directory && publisher) {
+      const router = await startRouter({ js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
       stops.push(() => router.stop());
     }
 

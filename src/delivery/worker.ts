@@ -15,6 +15,7 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import type { AttemptOutcome } from './http-sender.ts';
+import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import { deliveryHeaders } from './sign-request.ts';
 
 export interface Sender {
@@ -52,6 +53,8 @@ export async function startDelivery(deps: {
   jsm: JetStreamManager;
   directory: EndpointDirectory;
   sender: Sender;
+  /** Failed-attempt records go through it rather than js.publish (src/nats/acked-publisher.ts). */
+  publisher: AckedPublisher;
   secrets: SecretOpener;
   options: DeliveryOptions;
   log: Logger;
@@ -104,7 +107,7 @@ export async function startDelivery(deps: {
 
   async function recordFailure(record: AttemptRecord): Promise<void> {
     try {
-      await js.publish(attemptSubject(record.endpoint, record.webhook_id), JSON.stringify(record));
+      await deps.publisher.publish(attemptSubject(record.endpoint, record.webhook_id), JSON.stringify(record));
     } catch (e) {
       log.warn('could not record attempt', { endpoint: record.endpoint, webhook_id: record.webhook_id, reason: describe(e) });
     }

@@ -3,7 +3,7 @@
 // idempotent (Nats-Msg-Id = webhook-id + endpoint), and the event is acked only after its whole
 // fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
+import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
 import { matchesAny } from '../domain/catalogue.ts';
@@ -13,14 +13,12 @@ import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
-import { createAckedPublisher } from './acked-publisher.ts';
+import type { AckedPublisher } from '../nats/acked-publisher.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
 /** Events taken off the consumer and waiting to be routed, at most. */
 const MAX_ARRIVED = 1024;
-/** How long a fan-out publish waits for JetStream's acknowledgement (as js.publish's default). */
-const PUBLISH_TIMEOUT_MS = 5000;
 /** Nats-Msg-Id, the header JetStream deduplicates publishes by. */
 const MSG_ID_HEADER = 'Nats-Msg-Id';
 
@@ -39,9 +37,8 @@ export interface Router {
 
 export async function startRouter(deps: {
   js: JetStreamClient;
-  /** The connection of `js`: fan-out publishes go through it directly (acked-publisher.ts). */
-  nc: NatsConnection;
-  inboxPrefix?: string;
+  /** Fan-out publishes go through it rather than js.publish (src/nats/acked-publisher.ts). */
+  publisher: AckedPublisher;
   directory: EndpointDirectory;
   shards: number;
   log: Logger;
@@ -50,7 +47,7 @@ export async function startRouter(deps: {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
-  const publisher = createAckedPublisher(deps.nc, { timeoutMs: PUBLISH_TIMEOUT_MS, ...(deps.inboxPrefix ? { inboxPrefix: deps.inboxPrefix } : {}) });
+  const { publisher } = deps;
 
   // Endpoint writes acked before an event was published must be visible when it is routed: a directory
   // sync that started after the event was pulled covers it, and covers every event pulled before too.
@@ -159,7 +156,6 @@ export async function startRouter(deps: {
       await pump;
       await loop;
       await Promise.allSettled([...publishesDone]);
-      publisher.close();
     },
   };
 }

@@ -2,7 +2,8 @@
 // per-publish request machinery. nats.js makes every JetStream publish a request of its own: a mux entry,
 // a deferred, a timer, a TextDecoder for the answer, and on every answer an Error with a stack trace
 // (RequestOne.cancel builds a "cancelled" RequestError even after success): ~4 % of the service's CPU in
-// the issue 5 throughput profile, where the router publishes one message per delivery. Here a publish is
+// the issue 5 throughput profile, where the router publishes one message per delivery (and the delivery
+// role one per failed attempt). Here a publish is
 // a plain PUB with a reply subject under one wildcard subscription, the answer is matched by a counter,
 // and one timer sweeps for answers that never come. The server's answer means the same as for
 // `js.publish`: stored (or a duplicate of a stored message, by Nats-Msg-Id), or an API error.
@@ -20,7 +21,7 @@ export class PublishRejectedError extends Error {
 
 export interface AckedPublisher {
   /** Resolves once JetStream has stored the message (or found it a duplicate by Nats-Msg-Id). */
-  publish(subject: string, body: string | Uint8Array, headers: MsgHdrs): Promise<void>;
+  publish(subject: string, body: string | Uint8Array, headers?: MsgHdrs): Promise<void>;
   /** Rejects whatever is still waiting and stops listening. */
   close(): void;
 }
@@ -99,7 +100,7 @@ export function createAckedPublisher(nc: NatsConnection, opts: { timeoutMs: numb
       return new Promise<void>((resolve, reject) => {
         waiting.set(id, { resolve, reject, deadline: performance.now() + opts.timeoutMs });
         try {
-          nc.publish(subject, body, { reply: `${prefix}.${id}`, headers });
+          nc.publish(subject, body, headers ? { reply: `${prefix}.${id}`, headers } : { reply: `${prefix}.${id}` });
         } catch (e) {
           waiting.delete(id);
           reject(e instanceof Error ? e : new PublishRejectedError(String(e)));
