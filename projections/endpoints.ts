@@ -58,10 +58,6 @@ interface StreamMessage {
   data: Uint8Array;
 }
 
-const KNOWN_TYPES: ReadonlySet<string> = new Set<EndpointEvent['type']>([
-  'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.secret_rotated',
-]);
-
 /** Wait `ms`, or less when `signal` aborts (shutdown must not sit out a retry delay). */
 const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
   const done = () => { clearTimeout(timer); signal?.removeEventListener('abort', done); resolve(); };
@@ -89,7 +85,7 @@ function parseEvent(m: StreamMessage, log: Logger): EndpointEvent | undefined {
     log.warn('skipped endpoint event: not JSON', { seq: m.seq });
     return undefined;
   }
-  if (!isEndpointEvent(body) || !KNOWN_TYPES.has(body.type)) {
+  if (!isEndpointEvent(body)) {
     log.warn('skipped endpoint event: not an endpoint event', { seq: m.seq });
     return undefined;
   }

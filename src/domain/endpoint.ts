@@ -75,10 +75,15 @@ export function liveSecrets(state: Pick<EndpointState, 'secrets'>, now: number):
   return state.secrets.filter((s) => s.expires_at === null || Date.parse(s.expires_at) > now);
 }
 
+const EVENT_TYPES: ReadonlySet<string> = new Set<EndpointEventType>([
+  'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.secret_rotated',
+]);
+
+/** A version-1 endpoint event of a known type: what every reader of the stream may fold. */
 export function isEndpointEvent(x: unknown): x is EndpointEvent {
   if (typeof x !== 'object' || x === null) return false;
   const e = x as { v?: unknown; type?: unknown; id?: unknown };
-  return e.v === 1 && typeof e.type === 'string' && e.type.startsWith('endpoint.') && typeof e.id === 'string';
+  return e.v === 1 && typeof e.type === 'string' && EVENT_TYPES.has(e.type) && typeof e.id === 'string';
 }
 
 // ---- command validation and decisions (pure; the store publishes what these return) ----
