@@ -9,6 +9,18 @@ import { DEFAULT_LIMIT, MAX_LIMIT } from './query.ts';
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+/** An endpoint as every response shows it (src/api/wire.ts). */
+const ENDPOINT_PROPERTIES = {
+  id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' },
+  url: { type: 'string' },
+  events: { type: 'array', items: ref('EventPattern') },
+  description: { type: ['string', 'null'] },
+  status: { type: 'string', enum: ['active', 'deleted'] },
+  created_at: { type: 'string', format: 'date-time' },
+  updated_at: { type: 'string', format: 'date-time' },
+};
+const ENDPOINT_REQUIRED = Object.keys(ENDPOINT_PROPERTIES);
 const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
 const json = (schema: Json, description: string) => ({ description, content: { 'application/json': { schema } } });
 
@@ -132,32 +144,12 @@ export const OPENAPI_DOCUMENT = {
     schemas: {
       EventName: { type: 'string', enum: [...EVENT_NAMES] },
       EventPattern: { type: 'string', enum: [...EVENT_NAMES, ...WILDCARDS], description: 'An event name or one of the wildcards.' },
-      Endpoint: {
-        type: 'object', additionalProperties: false,
-        required: ['id', 'url', 'events', 'description', 'status', 'created_at', 'updated_at'],
-        properties: {
-          id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' },
-          url: { type: 'string' },
-          events: { type: 'array', items: ref('EventPattern') },
-          description: { type: ['string', 'null'] },
-          status: { type: 'string', enum: ['active', 'deleted'] },
-          created_at: { type: 'string', format: 'date-time' },
-          updated_at: { type: 'string', format: 'date-time' },
-        },
-      },
+      Endpoint: { type: 'object', additionalProperties: false, required: ENDPOINT_REQUIRED, properties: ENDPOINT_PROPERTIES },
+      // Spelled out rather than allOf: additionalProperties: false would reject the other schema's fields.
       EndpointCreated: {
         type: 'object', additionalProperties: false,
-        required: ['id', 'url', 'events', 'description', 'status', 'created_at', 'updated_at', 'signing_secret'],
-        properties: {
-          id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' },
-          url: { type: 'string' },
-          events: { type: 'array', items: ref('EventPattern') },
-          description: { type: ['string', 'null'] },
-          status: { type: 'string', enum: ['active', 'deleted'] },
-          created_at: { type: 'string', format: 'date-time' },
-          updated_at: { type: 'string', format: 'date-time' },
-          signing_secret: ref('SigningSecret'),
-        },
+        required: [...ENDPOINT_REQUIRED, 'signing_secret'],
+        properties: { ...ENDPOINT_PROPERTIES, signing_secret: ref('SigningSecret') },
       },
       EndpointList: {
         type: 'object', additionalProperties: false, required: ['data', 'has_more', 'next_cursor'],
