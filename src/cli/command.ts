@@ -1,6 +1,7 @@
 // What a CLI command is: a name, help text, typed options parsed by node:util's parseArgs, and a run
 // function. Commands print through Output, so every command has --json for free.
 import type { ParseArgsOptionsConfig } from 'node:util';
+import { isTenantId, TENANT_ID_RULE, type TenantId } from '../domain/ids.ts';
 
 export interface Output {
   readonly json: boolean;
@@ -37,6 +38,13 @@ export function requireString(values: OptionValues, name: string): string {
   const v = values[name];
   if (typeof v !== 'string' || v.length === 0) throw new UsageError(`--${name} is required`);
   return v;
+}
+
+/** --tenant, checked as every tenant id is (it becomes a NATS subject token). */
+export function requireTenant(values: OptionValues): TenantId {
+  const tenant = requireString(values, 'tenant');
+  if (!isTenantId(tenant)) throw new UsageError(`--tenant must be ${TENANT_ID_RULE}`);
+  return tenant;
 }
 
 /** A table of rows for people: columns padded to the widest cell. */

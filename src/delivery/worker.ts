@@ -5,7 +5,7 @@
 import type { ConsumerConfig, ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { DeliveryHeader, deliveryAddress, deliveryStream, endpointConsumer } from '../../streams/deliveries.ts';
-import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
 import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';

@@ -1,7 +1,7 @@
 // The command side of endpoints: validate, decide the event, append it to the endpoint's subject with
 // optimistic concurrency (expected last subject sequence), so two concurrent commands cannot both win.
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+import { endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import {
   applyEndpointEvent, assertActive, assertDeleted, validateFields,

@@ -2,9 +2,8 @@
 // printed once, by create; afterwards only its id and first characters are ever shown.
 import { loadConfig } from '../../config.ts';
 import { openDatabase, closeDatabase } from '../../db/orm.ts';
-import { isTenantId, TENANT_ID_RULE, type TenantId } from '../../domain/ids.ts';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyInfo } from '../../apikeys/store.ts';
-import { requireString, table, UsageError, type Command, type OptionValues } from '../command.ts';
+import { requireTenant, table, UsageError, type Command } from '../command.ts';
 import { cliLogger } from '../context.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
@@ -17,12 +16,6 @@ async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Promise<T
   } finally {
     await closeDatabase(orm);
   }
-}
-
-function tenantOf(values: OptionValues): TenantId {
-  const tenant = requireString(values, 'tenant');
-  if (!isTenantId(tenant)) throw new UsageError(`--tenant must be ${TENANT_ID_RULE}`);
-  return tenant;
 }
 
 /** The JSON shape of a key (snake_case, as the API writes its fields). */
@@ -43,7 +36,7 @@ export const apiKeysCreate: Command = {
   ].join('\n'),
   options: { tenant: { type: 'string' }, name: { type: 'string' } },
   async run({ values, out }) {
-    const tenant = tenantOf(values);
+    const tenant = requireTenant(values);
     const name = typeof values['name'] === 'string' && values['name'] !== '' ? values['name'] : null;
     if (name !== null && name.length > 200) throw new UsageError('--name must be at most 200 characters');
     const created = await withDatabase((em) => createApiKey(em, tenant, name));
@@ -60,7 +53,7 @@ export const apiKeysList: Command = {
   help: 'Options:\n  --tenant T   tenant id',
   options: { tenant: { type: 'string' } },
   async run({ values, out }) {
-    const tenant = tenantOf(values);
+    const tenant = requireTenant(values);
     const keys = await withDatabase((em) => listApiKeys(em, tenant));
     out.data(keys.map(keyOut), () => keys.length === 0
       ? `no API keys for ${tenant}`

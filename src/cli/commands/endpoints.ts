@@ -1,17 +1,10 @@
-import { isTenantId, TENANT_ID_RULE, type TenantId } from '../../domain/ids.ts';
 import type { EndpointState } from '../../domain/endpoint.ts';
 import { createEndpointStore } from '../../endpoints/store.ts';
 import { loadKeys } from '../../crypto/keys.ts';
 import { SecretSealer } from '../../crypto/sodium.ts';
 import { checkTargetUrl } from '../../delivery/target-policy.ts';
-import { requireString, UsageError, type Command } from '../command.ts';
+import { requireString, requireTenant, type Command } from '../command.ts';
 import { withNats } from '../context.ts';
-
-function tenantOf(values: Record<string, unknown>): TenantId {
-  const tenant = requireString(values as Parameters<typeof requireString>[0], 'tenant');
-  if (!isTenantId(tenant)) throw new UsageError(`--tenant must be ${TENANT_ID_RULE}`);
-  return tenant;
-}
 
 const view = (e: EndpointState) => ({
   id: e.id, url: e.url, events: e.events, description: e.description, status: e.status,
@@ -32,7 +25,7 @@ export const endpointsCreate: Command = {
   ].join('\n'),
   options: { tenant: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' }, description: { type: 'string' } },
   async run({ values, out }) {
-    const tenant = tenantOf(values);
+    const tenant = requireTenant(values);
     const url = requireString(values, 'url');
     const events = requireString(values, 'events').split(',').map((e) => e.trim()).filter(Boolean);
     const result = await withNats(async ({ config, log, js, jsm }) => {

@@ -1,8 +1,7 @@
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { isEventName } from '../../domain/catalogue.ts';
-import { isTenantId, TENANT_ID_RULE } from '../../domain/ids.ts';
 import { eventSubject } from '../../../streams/events.ts';
-import { requireString, UsageError, type Command } from '../command.ts';
+import { requireString, requireTenant, UsageError, type Command } from '../command.ts';
 import { withNats } from '../context.ts';
 
 export const eventsPublish: Command = {
@@ -17,10 +16,9 @@ export const eventsPublish: Command = {
   ].join('\n'),
   options: { tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' } },
   async run({ values, out }) {
-    const tenant = requireString(values, 'tenant');
+    const tenant = requireTenant(values);
     const type = requireString(values, 'type');
     const raw = requireString(values, 'data');
-    if (!isTenantId(tenant)) throw new UsageError(`--tenant must be ${TENANT_ID_RULE}`);
     if (!isEventName(type)) throw new UsageError(`--type ${JSON.stringify(type)} is not an event name (see GET /v1/event-types)`);
     let data: unknown;
     try { data = JSON.parse(raw); } catch { throw new UsageError('--data is not valid JSON'); }
