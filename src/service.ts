@@ -10,6 +10,7 @@ import { describe } from './errors.ts';
 import { ensureStreams } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
 import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
+import { createWebhookIdCodec, deriveWebhookIdKey } from './domain/webhook-id.ts';
 import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
 import { startEndpointProjector, waitForCheckpoint, type EndpointProjector } from '../projections/endpoints.ts';
@@ -53,10 +54,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
     const keys = await loadKeys(config, log, {
-      master: roles.has('api') || roles.has('delivery'),
+      // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts).
+      master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin'),
       deadLetterPublic: roles.has('deadletter'),
       deadLetterSecret: roles.has('admin'),
     });
+
+    // Built once: the router encodes webhook ids, the admin role decodes them.
+    const webhookIds = keys.masterKey ? createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(keys.masterKey, 'base64'))) : undefined;
 
     let orm: Database | undefined;
     if (needsDatabase(config.roles)) {
@@ -116,8 +121,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => delivery.stop());
     }
 
-    if (roles.has('router') && directory && publisher) {
-      const router = await startRouter({ js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics });
+    if (roles.has('router') && directory && publisher && webhookIds) {
+      const router = await startRouter({
+        js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
+      });
       stops.push(() => router.stop());
     }
 
@@ -139,9 +146,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     // Last, so it stops first: no admin request starts a replay while the roles below shut down.
-    if (roles.has('admin') && orm) {
+    if (roles.has('admin') && orm && webhookIds) {
       const admin = await startAdmin({
-        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, shards: config.deliveryShards,
+        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, shards: config.deliveryShards, webhookIds,
         log: log.child({ role: 'admin' }), metrics,
       });
       stops.push(() => admin.stop());

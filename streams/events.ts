@@ -19,7 +19,9 @@ export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
     discard: DiscardPolicy.Old,
     max_age: nanos(7 * 24 * 3600_000),
     max_msg_size: 256 * 1024,
-    duplicate_window: nanos(2 * 60_000),
+    // The minimum nats-server allows. Nats-Msg-Id dedupe here would span tenants (one tenant's id would
+    // drop another's event); the router dedupes per tenant instead (src/router/dedupe.ts).
+    duplicate_window: nanos(100),
   });
   await ensureConsumer(jsm, EVENTS_STREAM, {
     durable_name: ROUTER_CONSUMER,

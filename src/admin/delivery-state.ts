@@ -5,7 +5,7 @@
 //      (scanned with next-by-subject reads; a work queue holds only unacknowledged messages)
 //   2. dead_letters: a row with status `dead`, or `replayed` after an operator's replay
 //   3. ATTEMPTS: one record per failed attempt (status or error, next attempt time)
-//   4. EVENTS: the webhook-id encodes the event's stream sequence; the event tells tenant and type, and
+//   4. EVENTS: the webhook-id decrypts to the event's stream sequence (src/domain/webhook-id.ts); the event tells tenant and type, and
 //      the router's ack floor tells whether it was routed yet
 //
 //   queued, no failure since it was queued       → pending   (waiting, or its first attempt is running)
@@ -28,6 +28,7 @@ import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
+import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { readEndpoint } from '../endpoints/read.ts';
 import { notFound } from '../errors.ts';
 import { iso } from './dead-letters.ts';
@@ -48,20 +49,12 @@ interface DeadRow {
   last_replayed_at: Date | string | null;
 }
 
-/**
- * The EVENTS sequence and stored time (ms) a webhook-id was made from: `msg_` + 9 base-36 digits of
- * milliseconds + 8 of sequence (see webhookIdFor in src/router/router.ts).
- */
-export function decodeWebhookId(id: string): { seq: number; ms: number } | undefined {
-  const m = /^msg_([0-9a-z]{9})([0-9a-z]{8})$/.exec(id);
-  if (!m) return undefined;
-  return { ms: parseInt(m[1]!, 36), seq: parseInt(m[2]!, 36) };
-}
-
 // A plain object, so it passes as the client's MsgRequest type; nats-server 2.9 answers next_by_subj.
 const nextBySubject = (subject: string, seq: number) => ({ seq, next_by_subj: subject });
 
-export function createDeliveryStates(deps: { orm: MikroORM; js: JetStreamClient; jsm: JetStreamManager; shards: number }) {
+export function createDeliveryStates(deps: {
+  orm: MikroORM; js: JetStreamClient; jsm: JetStreamManager; shards: number; webhookIds: WebhookIdCodec;
+}) {
   const { orm, js, jsm } = deps;
 
   async function findQueued(endpoint: string, webhookId: string): Promise<{ found?: StoredMsg; truncated: boolean }> {
@@ -89,7 +82,7 @@ export function createDeliveryStates(deps: { orm: MikroORM; js: JetStreamClient;
   }
 
   async function eventOf(webhookId: string): Promise<{ tenant: string; type: string; seq: number; at: number } | undefined> {
-    const decoded = decodeWebhookId(webhookId);
+    const decoded = deps.webhookIds.decode(webhookId);
     if (!decoded) return undefined;
     const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq: decoded.seq });
     // A recreated stream reuses sequences: the stored time must match the id's too.

@@ -8,6 +8,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { describe, ErrorCode, HookstreamError, isHookstreamError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
+import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { adminCode, createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
@@ -30,6 +31,8 @@ export async function startAdmin(deps: {
   orm: MikroORM;
   deadLetterSecretKey: string;
   shards: number;
+  /** Turns a webhook-id back into its EVENTS message (deliveries show). */
+  webhookIds: WebhookIdCodec;
   log: Logger;
   metrics: ServiceMetrics;
 }): Promise<Admin> {

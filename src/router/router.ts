@@ -1,6 +1,6 @@
 // The router: reads EVENTS through its durable consumer, checks each event, and fans it out to the
 // DELIVERIES stream of every active endpoint of the tenant whose subscription matches. Publishes are
-// idempotent (Nats-Msg-Id = webhook-id + endpoint), and the event is acked only after its whole
+// idempotent (Nats-Msg-Id per endpoint, see dedupe.ts), and the event is acked only after its whole
 // fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
@@ -14,22 +14,13 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import type { WebhookIdCodec } from '../domain/webhook-id.ts';
+import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
 /** Events taken off the consumer and waiting to be routed, at most. */
 const MAX_ARRIVED = 1024;
-/** Nats-Msg-Id, the header JetStream deduplicates publishes by. */
-const MSG_ID_HEADER = 'Nats-Msg-Id';
-
-/**
- * The webhook-id of an event: derived from its place in the EVENTS stream (stored time and sequence),
- * so a redelivered event gets the same id, and a recreated stream never reuses one.
- */
-export function webhookIdFor(seq: number, timestampNanos: bigint): string {
-  const ms = Number(timestampNanos / 1_000_000n);
-  return `msg_${ms.toString(36).padStart(9, '0')}${seq.toString(36).padStart(8, '0')}`;
-}
 
 export interface Router {
   stop(): Promise<void>;
@@ -43,6 +34,8 @@ export async function startRouter(deps: {
   shards: number;
   log: Logger;
   metrics: ServiceMetrics;
+  /** Webhook ids from the event's place in EVENTS, so a redelivered event gets the same id. */
+  webhookIds: WebhookIdCodec;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -77,7 +70,8 @@ export async function startRouter(deps: {
       m.ack();
       return undefined;
     }
-    const webhookId = webhookIdFor(m.seq, m.timestampNanos);
+    const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
+    const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     // Encoded once for the whole fan-out, not once per target.
     const body = Buffer.from(JSON.stringify({ type: parsed.type, data: parsed.data }));
     const publishes = targets.map((endpoint) => {
@@ -86,7 +80,7 @@ export async function startRouter(deps: {
       h.set(DeliveryHeader.Event, parsed.type);
       h.set(DeliveryHeader.Tenant, parsed.tenant);
       h.set(DeliveryHeader.Endpoint, endpoint.id);
-      h.set(MSG_ID_HEADER, `${webhookId}.${endpoint.id}`);
+      h.set(MSG_ID_HEADER, fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id));
       return publisher.publish(deliveryAddress(endpoint.id, deps.shards).subject, body, h);
     });
     inFlight += publishes.length;
