@@ -270,7 +270,7 @@ async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]
   cleanups.unshift(async () => { await nc.close(); });
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+  await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
 
   // Endpoints are created through the real command side (the same events the API appends).
   const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true) });

@@ -4,7 +4,7 @@
 // operators read the history of a webhook-id.
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureStream } from './ensure.ts';
+import { ensureStream, type EnsureOptions } from './ensure.ts';
 
 export const ATTEMPTS_STREAM = 'ATTEMPTS';
 export const attemptSubject = (endpointId: string, webhookId: string) => `attempts.${endpointId}.${webhookId}`;
@@ -24,7 +24,7 @@ export interface AttemptRecord {
   next_attempt_at: string | null;
 }
 
-export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[]): Promise<void> {
+export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[], opts?: EnsureOptions): Promise<void> {
   const lifetime = retrySchedule.reduce((a, b) => a + b, 0);
   await ensureStream(jsm, {
     name: ATTEMPTS_STREAM,
@@ -35,5 +35,5 @@ export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule:
     // Long enough to explain a dead letter a week after it died.
     max_age: nanos(lifetime + 7 * 24 * 3600_000),
     max_msgs_per_subject: 100,
-  });
+  }, opts);
 }

@@ -1,12 +1,12 @@
 // ENDPOINTS: the endpoint event log, one subject per endpoint (`endpoints.<id>`), kept forever.
 // It is the source of truth; Postgres and every in-memory view are projections of it.
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
-import { ensureStream } from './ensure.ts';
+import { ensureStream, type EnsureOptions } from './ensure.ts';
 
 export const ENDPOINTS_STREAM = 'ENDPOINTS';
 export const endpointSubject = (id: string) => `endpoints.${id}`;
 
-export async function ensureEndpointsStream(jsm: JetStreamManager): Promise<void> {
+export async function ensureEndpointsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
   await ensureStream(jsm, {
     name: ENDPOINTS_STREAM,
     subjects: ['endpoints.>'],
@@ -15,5 +15,5 @@ export async function ensureEndpointsStream(jsm: JetStreamManager): Promise<void
     // Never drop history: a full stream refuses new commands rather than losing old events.
     discard: DiscardPolicy.New,
     max_msg_size: 64 * 1024,
-  });
+  }, opts);
 }

@@ -1,42 +1,120 @@
 // Idempotent creation of the streams and consumers hookstream needs: create when missing, update
-// when the definition changed, leave alone otherwise. Safe to run from every instance at every start.
+// when the definition changed, leave alone otherwise. Safe to run from every instance at every start,
+// and from any number of processes at the same moment: losing a creation race to another process is
+// success when what the winner made is what this process wanted.
 import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { ConfigError } from '../src/errors.ts';
 
 export type StreamDefinition = Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>;
 
+/** What every stream and durable consumer hookstream creates has in common. */
+export interface EnsureOptions {
+  /** HOOKSTREAM_REPLICAS: copies of each stream and durable consumer on a NATS cluster. */
+  replicas: number;
+}
+
 export const isApiError = (e: unknown, code: number): boolean => e instanceof JetStreamApiError && e.code === code;
 
-export async function ensureStream(jsm: JetStreamManager, def: StreamDefinition): Promise<void> {
+/** JetStream API error codes of nats-server 2.9 (server/errors.json) that ensure… handles. */
+export const ApiCode = {
+  ClusterNoPeers: 10005,
+  ConsumerNameExist: 10013,
+  InsufficientResources: 10023,
+  StreamNameExist: 10058,
+  StreamReplicasNotUpdatable: 10061,
+  StreamReplicasNotSupported: 10074,
+  ConsumerReplicasExceedsStream: 10126,
+  /** 2.10 and later, when a create meets an existing consumer with another configuration. */
+  ConsumerAlreadyExists: 10148,
+} as const;
+
+/** A replica count the servers cannot give, as one line saying what to do. */
+function replicasError(e: unknown, opts: EnsureOptions | undefined, what: string): ConfigError | undefined {
+  const n = opts?.replicas ?? 1;
+  if (isApiError(e, ApiCode.StreamReplicasNotSupported) || isApiError(e, ApiCode.StreamReplicasNotUpdatable)) {
+    return new ConfigError('HOOKSTREAM_REPLICAS', `is ${n} but NATS is a single server, not a cluster (${what}); set it to 1, or run a NATS cluster of at least ${n} JetStream servers`);
+  }
+  if (isApiError(e, ApiCode.InsufficientResources) || isApiError(e, ApiCode.ClusterNoPeers)) {
+    return new ConfigError('HOOKSTREAM_REPLICAS', `is ${n} but the NATS cluster has fewer JetStream servers available (${what}); start the missing servers or lower it to the number of servers`);
+  }
+  return undefined;
+}
+
+const differs = <T extends object>(current: T, wanted: Partial<T>): boolean =>
+  (Object.keys(wanted) as (keyof T)[]).some((k) => JSON.stringify(current[k]) !== JSON.stringify(wanted[k]));
+
+/**
+ * `def` with the options applied. Without options the replica count is left as the server has it, so a
+ * caller that does not know HOOKSTREAM_REPLICAS never scales a stream down by accident.
+ */
+const withReplicas = <T extends object>(def: T, opts: EnsureOptions | undefined): T =>
+  opts ? { ...def, num_replicas: opts.replicas } : def;
+
+export async function ensureStream(jsm: JetStreamManager, definition: StreamDefinition, opts?: EnsureOptions): Promise<void> {
+  const def = withReplicas(definition, opts);
   try {
-    const info = await jsm.streams.info(def.name);
-    const drifted = (Object.keys(def) as (keyof StreamDefinition)[]).some(
-      (k) => JSON.stringify(info.config[k]) !== JSON.stringify(def[k]),
-    );
-    if (drifted) await jsm.streams.update(def.name, { ...info.config, ...def });
+    // Two rounds: a create that loses a race to another process becomes an update (or nothing).
+    for (let round = 0; ; round++) {
+      let current: StreamConfig | undefined;
+      try {
+        current = (await jsm.streams.info(def.name)).config;
+      } catch (e) {
+        if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
+      }
+      if (current) {
+        // On a cluster, a change of num_replicas is applied in place: nats-server 2.9 adds or removes
+        // peers and moves the stream's durable consumers along (jsClusteredStreamUpdateRequest).
+        if (differs(current, def)) await jsm.streams.update(def.name, { ...current, ...def });
+        return;
+      }
+      try {
+        await jsm.streams.add(def);
+        return;
+      } catch (e) {
+        // Another process created it between our read and our create: read it again and compare.
+        if (round === 0 && isApiError(e, ApiCode.StreamNameExist)) continue;
+        throw e;
+      }
+    }
   } catch (e) {
-    if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
-    await jsm.streams.add(def);
+    throw replicasError(e, opts, `stream ${def.name}`) ?? e;
   }
 }
 
 export type DurableDefinition = Partial<ConsumerConfig> & { durable_name: string };
 
 /** Create or update a durable consumer so its settings match `def`. */
-export async function ensureConsumer(jsm: JetStreamManager, stream: string, def: DurableDefinition, known?: ConsumerConfig): Promise<void> {
-  let current = known;
-  if (!current) {
-    try {
-      current = (await jsm.consumers.info(stream, def.durable_name)).config;
-    } catch (e) {
-      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
+export async function ensureConsumer(
+  jsm: JetStreamManager, stream: string, definition: DurableDefinition, known?: ConsumerConfig, opts?: EnsureOptions,
+): Promise<void> {
+  const def = withReplicas(definition, opts);
+  try {
+    let current = known;
+    for (let round = 0; ; round++) {
+      if (!current) {
+        try {
+          current = (await jsm.consumers.info(stream, def.durable_name)).config;
+        } catch (e) {
+          if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
+        }
+      }
+      if (current) {
+        if (differs(current, def)) await jsm.consumers.update(stream, def.durable_name, def);
+        return;
+      }
+      try {
+        // nats-server 2.9 answers a create of an existing durable with the same settings as success.
+        await jsm.consumers.add(stream, def);
+        return;
+      } catch (e) {
+        if (round === 0 && (isApiError(e, ApiCode.ConsumerNameExist) || isApiError(e, ApiCode.ConsumerAlreadyExists))) continue;
+        throw e;
+      }
     }
+  } catch (e) {
+    if (isApiError(e, ApiCode.ConsumerReplicasExceedsStream)) {
+      throw new ConfigError('HOOKSTREAM_REPLICAS', `is ${opts?.replicas ?? 1} but stream ${stream} has fewer replicas; start hookstream with the same HOOKSTREAM_REPLICAS everywhere`);
+    }
+    throw replicasError(e, opts, `consumer ${def.durable_name} of ${stream}`) ?? e;
   }
-  if (!current) {
-    await jsm.consumers.add(stream, def);
-    return;
-  }
-  const drifted = (Object.keys(def) as (keyof DurableDefinition)[]).some(
-    (k) => JSON.stringify(current[k]) !== JSON.stringify(def[k]),
-  );
-  if (drifted) await jsm.consumers.update(stream, def.durable_name, def);
 }

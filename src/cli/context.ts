@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
-import { ensureStreams } from '../../streams/index.ts';
+import { ensureStreams, startupError } from '../../streams/index.ts';
 
 export interface NatsContext {
   config: Config;
@@ -26,8 +26,8 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' });
   try {
     const js = jetstream(nc);
-    const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+    const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
+    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
     return await fn({ config, log, nc, js, jsm });
   } finally {
     await nc.drain().catch(() => {});

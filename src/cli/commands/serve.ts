@@ -1,5 +1,5 @@
 import { loadConfig, ROLES, type Role } from '../../config.ts';
-import { ConfigError } from '../../errors.ts';
+import { ConfigError, ErrorCode, HookstreamError, describe, isHookstreamError } from '../../errors.ts';
 import { createLogger } from '../../log.ts';
 import type { Command } from '../command.ts';
 
@@ -21,7 +21,13 @@ export const serve: Command = {
     const log = createLogger({ level: config.logLevel });
     // Loaded here so that other commands do not pay for the whole service at start-up.
     const { startService } = await import('../../service.ts');
-    const service = await startService(config, log);
+    let service;
+    try {
+      service = await startService(config, log);
+    } catch (e) {
+      // Start-up failures are one line (main prints named errors without a stack), whatever threw them.
+      throw isHookstreamError(e) ? e : new HookstreamError(ErrorCode.Internal, `start-up failed: ${describe(e)}`, { cause: e });
+    }
     await new Promise<void>((resolve) => {
       const shutdown = (signal: string) => {
         log.info('shutting down', { signal });
