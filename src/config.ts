@@ -24,6 +24,8 @@ export interface Config {
   maxInFlightPerEndpoint: number;
   /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
   deliveryShards: number;
+  /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
+  replicas: number;
   rateLimitPerSecond: number;
   masterKey: string | undefined;
   deadLetterPublicKey: string | undefined;
@@ -50,6 +52,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint' },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
+  { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
   { name: 'HOOKSTREAM_MASTER_KEY', default: '(generated in development)', meaning: 'base64 32-byte key sealing signing secrets and keying webhook ids' },
   { name: 'HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY', default: '(generated in development)', meaning: 'base64 X25519 public key sealing dead letters' },
@@ -141,6 +144,8 @@ export function loadConfig(env: Env = process.env): Config {
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
     deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, 256),
+    // JetStream allows at most 5 replicas.
+    replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),
     masterKey: env['HOOKSTREAM_MASTER_KEY'] || undefined,
     deadLetterPublicKey: env['HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY'] || undefined,

@@ -7,7 +7,7 @@ import type { Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { describe } from './errors.ts';
-import { ensureStreams } from '../streams/index.ts';
+import { ensureStreams, startupError } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
 import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
 import { createWebhookIdCodec, deriveWebhookIdKey } from './domain/webhook-id.ts';
@@ -51,8 +51,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
   stops.push(() => nc.drain());
   try {
     const js = jetstream(nc);
-    const jsm = await jetstreamManager(nc);
-    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule });
+    const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
+    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
     const keys = await loadKeys(config, log, {
       // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts).
       master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin'),
@@ -115,7 +115,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => sender.close());
       const delivery = await startDelivery({
         js, jsm, directory, sender, publisher, secrets: new SecretSealer(keys.masterKey!),
-        options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint },
+        options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });
       stops.push(() => delivery.stop());

@@ -3,7 +3,7 @@
 // role has turned it into a sealed record (none is lost while the service is down).
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureConsumer, ensureStream } from './ensure.ts';
+import { ensureConsumer, ensureStream, type EnsureOptions } from './ensure.ts';
 import { deliveryStream } from './deliveries.ts';
 
 export const ADVISORIES_STREAM = 'DEAD_LETTER_ADVISORIES';
@@ -11,20 +11,20 @@ export const DEAD_LETTER_CONSUMER = 'deadletter';
 
 export const maxDeliveriesSubject = (stream: string) => `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`;
 
-export async function ensureDeadLetterStream(jsm: JetStreamManager, shards: number): Promise<void> {
+export async function ensureDeadLetterStream(jsm: JetStreamManager, shards: number, opts?: EnsureOptions): Promise<void> {
   await ensureStream(jsm, {
     name: ADVISORIES_STREAM,
     subjects: Array.from({ length: shards }, (_, i) => maxDeliveriesSubject(deliveryStream(i))),
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
-  });
+  }, opts);
   await ensureConsumer(jsm, ADVISORIES_STREAM, {
     durable_name: DEAD_LETTER_CONSUMER,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     ack_wait: nanos(30_000),
     max_ack_pending: 256,
-  });
+  }, undefined, opts);
 }
 
 /** The advisory as nats-server 2.9 sends it (no consumer_seq). */

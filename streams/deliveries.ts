@@ -4,7 +4,8 @@
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureStream, type DurableDefinition } from './ensure.ts';
+import { ensureStream, type DurableDefinition, type EnsureOptions } from './ensure.ts';
+import { ConfigError } from '../src/errors.ts';
 
 export const DELIVERIES_PREFIX = 'DELIVERIES_';
 
@@ -40,24 +41,42 @@ export function deliveryAddress(endpointId: string, shards: number): DeliveryAdd
   return { stream: deliveryStream(shard), subject: `deliveries.${shard}.${endpointId}` };
 }
 
-export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: number): Promise<void> {
-  // The shard count decides where every endpoint's messages live: changing it would strand them.
-  const existing: string[] = [];
-  for await (const name of jsm.streams.names(`deliveries.>`)) if (name.startsWith(DELIVERIES_PREFIX)) existing.push(name);
-  if (existing.length > 0 && existing.length !== shards) {
-    throw new Error(
-      `HOOKSTREAM_DELIVERY_SHARDS is ${shards} but NATS holds ${existing.length} delivery streams; keep the value they were created with`,
-    );
+/** Each delivery stream says in its description how many shards its set has, for the check below. */
+const shardDescription = (shard: number, shards: number) => `hookstream delivery shard ${shard} of ${shards}`;
+const declaredShards = (description: string | undefined): number | undefined => {
+  const m = /^hookstream delivery shard \d+ of (\d+)$/.exec(description ?? '');
+  return m ? Number(m[1]) : undefined;
+};
+
+export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: number, opts?: EnsureOptions): Promise<void> {
+  // The shard count decides where every endpoint's messages live: changing it would strand them. A set
+  // another process is still creating has fewer streams than its count, so the count is read from what
+  // each stream declares, never from how many exist; a stream numbered past our count is a mismatch too.
+  const mismatch = (found: number) => new ConfigError(
+    'HOOKSTREAM_DELIVERY_SHARDS',
+    `is ${shards} but NATS holds delivery streams created with ${found}; set it to ${found} (the value they were created with) on every instance`,
+  );
+  const existing: { shard: number; declared: number | undefined }[] = [];
+  for await (const si of jsm.streams.list(`deliveries.>`)) {
+    const shard = si.config.name.startsWith(DELIVERIES_PREFIX) ? Number(si.config.name.slice(DELIVERIES_PREFIX.length)) : NaN;
+    if (Number.isInteger(shard)) existing.push({ shard, declared: declaredShards(si.config.description) });
   }
+  const declared = existing.find((s) => s.declared !== undefined && s.declared !== shards)?.declared;
+  if (declared !== undefined) throw mismatch(declared);
+  const beyond = existing.filter((s) => s.shard >= shards);
+  if (beyond.length > 0) throw mismatch(Math.max(...existing.map((s) => s.shard)) + 1);
+  // Streams from before the count was declared were created all at once: their number is their count.
+  if (existing.length > 0 && existing.every((s) => s.declared === undefined) && existing.length !== shards) throw mismatch(existing.length);
   for (let shard = 0; shard < shards; shard++) {
     await ensureStream(jsm, {
       name: deliveryStream(shard),
       subjects: [`deliveries.${shard}.>`],
+      description: shardDescription(shard, shards),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_msg_size: 512 * 1024,
       duplicate_window: nanos(2 * 60_000),
-    });
+    }, opts);
   }
 }
 
@@ -66,9 +85,13 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
  * not acked and comes back after the next delay; after max_deliver the server raises the max-deliveries
  * advisory that the dead-letter role captures.
  */
-export function endpointConsumer(endpointId: string, opts: { shards: number; retrySchedule: number[]; maxInFlight: number }): DurableDefinition & { filter_subject: string } {
+export function endpointConsumer(
+  endpointId: string, opts: { shards: number; retrySchedule: number[]; maxInFlight: number; replicas?: number },
+): DurableDefinition & { filter_subject: string } {
   return {
     durable_name: endpointId,
+    // HOOKSTREAM_REPLICAS, as every other stream and consumer (streams/ensure.ts); absent leaves it as it is.
+    ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }),
     filter_subject: deliveryAddress(endpointId, opts.shards).subject,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,

@@ -2,7 +2,7 @@
 // was down catches up. The router reads it through one durable consumer.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureConsumer, ensureStream } from './ensure.ts';
+import { ensureConsumer, ensureStream, type EnsureOptions } from './ensure.ts';
 
 export const EVENTS_STREAM = 'EVENTS';
 export const EVENTS_SUBJECTS = 'events.>';
@@ -10,7 +10,7 @@ export const ROUTER_CONSUMER = 'router';
 
 export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
 
-export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
+export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
   await ensureStream(jsm, {
     name: EVENTS_STREAM,
     subjects: [EVENTS_SUBJECTS],
@@ -22,7 +22,7 @@ export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
     // The minimum nats-server allows. Nats-Msg-Id dedupe here would span tenants (one tenant's id would
     // drop another's event); the router dedupes per tenant instead (src/router/dedupe.ts).
     duplicate_window: nanos(100),
-  });
+  }, opts);
   await ensureConsumer(jsm, EVENTS_STREAM, {
     durable_name: ROUTER_CONSUMER,
     ack_policy: AckPolicy.Explicit,
@@ -31,5 +31,5 @@ export async function ensureEventsStream(jsm: JetStreamManager): Promise<void> {
     // The router acks only after the fan-out is stored; a crashed router's events come back after this.
     ack_wait: nanos(30_000),
     max_ack_pending: 4096,
-  });
+  }, undefined, opts);
 }

@@ -5,11 +5,29 @@ import { ensureEndpointsStream } from './endpoints.ts';
 import { ensureDeliveryStreams } from './deliveries.ts';
 import { ensureDeadLetterStream } from './dead-letters.ts';
 import { ensureAttemptsStream } from './attempts.ts';
+import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
+import type { EnsureOptions } from './ensure.ts';
 
-export async function ensureStreams(jsm: JetStreamManager, opts: { shards: number; retrySchedule: number[] }): Promise<void> {
-  await ensureEndpointsStream(jsm);
-  await ensureEventsStream(jsm);
-  await ensureDeliveryStreams(jsm, opts.shards);
-  await ensureDeadLetterStream(jsm, opts.shards);
-  await ensureAttemptsStream(jsm, opts.retrySchedule);
+export async function ensureStreams(jsm: JetStreamManager, opts: { shards: number; retrySchedule: number[]; replicas: number }): Promise<void> {
+  const o: EnsureOptions = { replicas: opts.replicas };
+  try {
+    await ensureEndpointsStream(jsm, o);
+    await ensureEventsStream(jsm, o);
+    await ensureDeliveryStreams(jsm, opts.shards, o);
+    await ensureDeadLetterStream(jsm, opts.shards, o);
+    await ensureAttemptsStream(jsm, opts.retrySchedule, o);
+  } catch (e) {
+    throw startupError(e);
+  }
+}
+
+/** Any failure of start-up's JetStream calls as one line that says what to do (never a stack). */
+export function startupError(e: unknown): HookstreamError {
+  if (isHookstreamError(e)) return e;
+  const reason = describe(e);
+  // Timeouts and 503s: JetStream is off, or a cluster has no meta leader (a majority of its servers is down).
+  if (/timeout|no responders|503|not enabled|unavailable/i.test(reason)) {
+    return new UnreachableError(`JetStream did not answer (${reason}): start nats-server with -js; on a cluster, a majority of its servers must be up`, e);
+  }
+  return new HookstreamError(ErrorCode.Internal, `creating the JetStream streams failed: ${reason}`, { cause: e });
 }

@@ -9,6 +9,7 @@ import type { Logger } from '../log.ts';
 import { decodeKey, deadLetterKeysMatch, generateKeys, initSodium, KeyVariable } from './sodium.ts';
 
 export interface KeyNeeds {
+  /** api and delivery (signing secrets), router and admin (webhook ids are keyed by it). */
   master: boolean;
   deadLetterPublic: boolean;
   /** Only the role that opens dead letters; delivery workers seal with the public key alone. */

@@ -30,6 +30,8 @@ export interface DeliveryOptions {
   shards: number;
   retrySchedule: number[];
   maxInFlight: number;
+  /** HOOKSTREAM_REPLICAS for the endpoints' consumers; absent leaves existing consumers as they are. */
+  replicas?: number;
 }
 
 export interface Delivery {
@@ -179,7 +181,7 @@ export async function startDelivery(deps: {
     if (loops.has(state.id) || stopping) return;
     const address = deliveryAddress(state.id, options.shards);
     await ensureConsumer(jsm, address.stream, endpointConsumer(state.id, {
-      shards: options.shards, retrySchedule: options.retrySchedule, maxInFlight: options.maxInFlight,
+      shards: options.shards, retrySchedule: options.retrySchedule, maxInFlight: options.maxInFlight, replicas: options.replicas,
     }), known);
     if (loops.has(state.id) || stopping) return;
     const consumer = await js.consumers.get(address.stream, state.id);
