@@ -1,12 +1,46 @@
 // Read one endpoint's state straight from its subject in the ENDPOINTS stream (the source of truth),
 // so a command never decides on a stale projection.
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type MsgRequest, type NextMsgRequest } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
 import { applyEndpointEvent, isEndpointEvent, type EndpointState } from '../domain/endpoint.ts';
-import type { EndpointId } from '../domain/ids.ts';
+import { isEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
+import { describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
 
-export async function readEndpoint(js: JetStreamClient, jsm: JetStreamManager, id: EndpointId): Promise<EndpointState | undefined> {
+export interface ReadOptions {
+  /**
+   * Only this tenant's endpoint: another tenant's id costs exactly what a missing one costs (one
+   * request for the subject's first message), so timing cannot tell them apart.
+   */
+  tenant?: TenantId;
+  /** Where skipped (malformed) events are reported. */
+  log?: Logger;
+}
+
+/**
+ * The first message on a subject. STREAM.MSG.GET takes next_by_subj (nats-server 2.9+) though the client's
+ * type for getMessage leaves it out; direct get would need allow_direct on the stream.
+ */
+const firstOf = (subject: string): MsgRequest => ({ seq: 0, next_by_subj: subject }) as NextMsgRequest as unknown as MsgRequest;
+
+const parse = (data: { json(): unknown }): unknown => {
+  try { return data.json(); } catch { return undefined; }
+};
+
+export async function readEndpoint(
+  js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
+): Promise<EndpointState | undefined> {
+  // A wildcard or dotted id would name other subjects.
+  if (!isEndpointId(id)) return undefined;
   const subject = endpointSubject(id);
+  if (opts.tenant !== undefined) {
+    // endpoint.created is always the subject's first event and names the tenant. A missing id makes the
+    // same single request and finds nothing; the costly fold below runs for the owner only.
+    const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, firstOf(subject));
+    if (!first) return undefined;
+    const created = parse(first);
+    if (!isEndpointEvent(created) || created.type !== 'endpoint.created' || created.tenant !== opts.tenant) return undefined;
+  }
   const last = await jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject });
   if (!last) return undefined;
   const consumer = await js.consumers.get(ENDPOINTS_STREAM, { filter_subjects: subject, deliver_policy: DeliverPolicy.All });
@@ -14,8 +48,22 @@ export async function readEndpoint(js: JetStreamClient, jsm: JetStreamManager, i
   const messages = await consumer.consume({ max_messages: 64 });
   try {
     for await (const m of messages) {
-      const event: unknown = m.json();
-      if (isEndpointEvent(event)) state = applyEndpointEvent(state, event, m.seq);
+      // One bad message must not make every command on the endpoint fail: skip it, as the directory does.
+      const event = parse(m);
+      let skipped: string | undefined;
+      if (!isEndpointEvent(event) || event.id !== id) skipped = 'malformed endpoint event';
+      else {
+        try {
+          state = applyEndpointEvent(state, event, m.seq);
+        } catch (e) {
+          skipped = describe(e);
+        }
+      }
+      if (skipped !== undefined) {
+        opts.log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: id, reason: skipped });
+        // The next command's expected last subject sequence is this message's, or it would conflict for ever.
+        if (state) state = { ...state, version: m.seq };
+      }
       if (m.seq >= last.seq) break;
     }
   } finally {

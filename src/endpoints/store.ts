@@ -11,6 +11,7 @@ import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts'
 import { newSigningSecret } from '../domain/signature.ts';
 import { conflict, notFound } from '../errors.ts';
 import { readEndpoint } from './read.ts';
+import type { Logger } from '../log.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
 export const MAX_GRACE_MS = 7 * 24 * 3600_000;
@@ -48,6 +49,8 @@ export function createEndpointStore(deps: {
   sealer: SecretSealerLike;
   checkUrl: (url: URL) => string | undefined;
   now?: () => Date;
+  /** Where reads report the endpoint events they skip. */
+  log?: Logger;
 }): EndpointStore {
   const now = () => (deps.now ? deps.now() : new Date()).toISOString();
 
@@ -64,7 +67,8 @@ export function createEndpointStore(deps: {
   }
 
   async function get(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
-    const state = await readEndpoint(deps.js, deps.jsm, id);
+    // The tenant is checked before the stream is folded: another tenant's id costs what a missing one does.
+    const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log });
     if (!state || state.tenant !== tenant) throw notFound(`webhook endpoint ${id}`);
     return state;
   }

@@ -1,0 +1,114 @@
+// Reading one endpoint for a tenant (issue 8, point 7): another tenant's id is answered with the same
+// work as a missing id (the same NATS requests, counted on the wire), and a malformed message on an
+// endpoint's subject is skipped and logged instead of failing every command on that endpoint.
+import test from 'ava';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startHarness, type Harness } from './helpers/service.ts';
+import { apiClient } from './helpers/api-client.ts';
+import { connectNats } from '../src/nats/connect.ts';
+import { createEndpointStore, type EndpointStore } from '../src/endpoints/store.ts';
+import { SecretSealer } from '../src/crypto/sodium.ts';
+import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { createApiKey } from '../src/apikeys/store.ts';
+import { createLogger } from '../src/log.ts';
+import { endpointSubject } from '../streams/endpoints.ts';
+import { newEndpointId, type EndpointId, type TenantId } from '../src/domain/ids.ts';
+
+let h: Harness;
+let nc: NatsConnection;
+let store: EndpointStore;
+/** Every subject this file's own connection publishes to (requests included), in order; hence serial tests. */
+const sent: string[] = [];
+const logged: string[] = [];
+
+test.before(async () => {
+  h = await startHarness('endpoint-read', { HOOKSTREAM_ROLES: 'api,projector' });
+  nc = await connectNats({ url: h.nats.url });
+  // Count at the protocol: every request, pull and ack a client makes goes out through this one method.
+  const protocol = (nc as unknown as { protocol: { publish: (subject: string, ...rest: unknown[]) => void } }).protocol;
+  const publish = protocol.publish.bind(protocol);
+  protocol.publish = (subject: string, ...rest: unknown[]) => { sent.push(subject); publish(subject, ...rest); };
+  store = createEndpointStore({
+    js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }),
+    sealer: new SecretSealer(h.keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
+    log: createLogger({ write: (line) => logged.push(line) }),
+  });
+});
+test.after.always(async () => {
+  await nc?.close();
+  await h?.close();
+});
+
+const body = { url: 'https://hooks.example.com/a', events: ['user.*'] };
+
+/** The subjects published while `fn` runs and the error it threw. */
+async function trace(fn: () => Promise<unknown>): Promise<{ subjects: string[]; error: unknown }> {
+  // A closed ordered consumer of an earlier fold may still send its last pull: let it go out first.
+  await new Promise((r) => setTimeout(r, 100));
+  await nc.flush();
+  const from = sent.length;
+  let error: unknown;
+  try { await fn(); } catch (e) { error = e; }
+  return { subjects: sent.slice(from), error };
+}
+
+test.serial('another tenant\'s endpoint id costs exactly the NATS requests a missing id costs, and is the same 404', async (t) => {
+  const { endpoint } = await store.create('tenant_owner' as TenantId, body);
+  await store.update('tenant_owner' as TenantId, endpoint.id, { description: 'a second event on the subject' });
+  const missing = newEndpointId();
+  await trace(() => store.get('tenant_x' as TenantId, missing)); // warm up (the client's request mux)
+
+  const foreign = await trace(() => store.get('tenant_x' as TenantId, endpoint.id));
+  const absent = await trace(() => store.get('tenant_x' as TenantId, missing));
+  t.deepEqual(foreign.subjects, ['$JS.API.STREAM.MSG.GET.ENDPOINTS'], 'one request, for the subject\'s first message');
+  t.deepEqual(absent.subjects, foreign.subjects);
+  t.like(foreign.error, { code: 'not_found' });
+  t.like(absent.error, { code: 'not_found' });
+  for (const write of [
+    () => store.update('tenant_x' as TenantId, endpoint.id, { description: 'x' }),
+    () => store.delete('tenant_x' as TenantId, endpoint.id),
+    () => store.rotateSecret('tenant_x' as TenantId, endpoint.id),
+  ]) {
+    const w = await trace(write);
+    t.deepEqual(w.subjects, absent.subjects, 'writes check the tenant with the same single request');
+    t.like(w.error, { code: 'not_found' });
+  }
+
+  // The owner still gets the folded state (more requests: that is the owner's path only).
+  const own = await trace(() => store.get('tenant_owner' as TenantId, endpoint.id));
+  t.is(own.error, undefined);
+  t.true(own.subjects.length > 1);
+
+  // Over HTTP: the same status and envelope for both, apart from the id named in the message.
+  const key = (await createApiKey(h.service.orm!.em.fork(), 'tenant_x' as TenantId, 'test')).key;
+  const c = apiClient(h.service.api!.url, key, t);
+  const a = await c.get(`/v1/webhooks/${endpoint.id}`);
+  const b = await c.get(`/v1/webhooks/${missing}`);
+  t.is(a.status, 404);
+  t.is(b.status, 404);
+  const strip = (r: { body: any }) => ({ ...r.body.error, message: String(r.body.error.message).replace(/webhook_[0-9a-z]+/, 'ID') });
+  t.deepEqual(strip(a), strip(b));
+});
+
+test.serial('a malformed message on an endpoint\'s subject is skipped and logged; commands on the endpoint keep working', async (t) => {
+  const tenant = 'tenant_bad' as TenantId;
+  const { endpoint } = await store.create(tenant, body);
+  const js = jetstream(nc);
+  await js.publish(endpointSubject(endpoint.id), '{not json');
+  await js.publish(endpointSubject(endpoint.id), JSON.stringify({ v: 1, type: 'endpoint.deleted', id: 'webhook_other', at: new Date().toISOString() }));
+  const state = await store.get(tenant, endpoint.id);
+  t.is(state.status, 'active');
+  t.is(state.url, body.url);
+  t.true(logged.filter((l) => l.includes('skipping endpoint event') && l.includes(endpoint.id)).length >= 2);
+  // The next command expects the subject's real last sequence, so it does not conflict for ever.
+  const updated = await store.update(tenant, endpoint.id, { description: 'after the bad messages' });
+  t.is(updated.endpoint.description, 'after the bad messages');
+  t.is((await store.get(tenant, endpoint.id)).description, 'after the bad messages');
+});
+
+test.serial('an id that is not an endpoint id makes no request at all', async (t) => {
+  const r = await trace(() => store.get('tenant_x' as TenantId, 'webhook_*' as EndpointId));
+  t.deepEqual(r.subjects, []);
+  t.like(r.error, { code: 'not_found' });
+});
