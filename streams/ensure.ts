@@ -64,7 +64,10 @@ export async function ensureStream(jsm: JetStreamManager, definition: StreamDefi
       if (current) {
         // On a cluster, a change of num_replicas is applied in place: nats-server 2.9 adds or removes
         // peers and moves the stream's durable consumers along (jsClusteredStreamUpdateRequest).
-        if (differs(current, def)) await jsm.streams.update(def.name, { ...current, ...def });
+        if (differs(current, def)) {
+          await jsm.streams.update(def.name, { ...current, ...def });
+          if (current.num_replicas !== def.num_replicas) await waitForStreamLeader(jsm, def.name);
+        }
         return;
       }
       try {
@@ -78,6 +81,25 @@ export async function ensureStream(jsm: JetStreamManager, definition: StreamDefi
     }
   } catch (e) {
     throw replicasError(e, opts, `stream ${def.name}`) ?? e;
+  }
+}
+
+/**
+ * After a change of replicas the stream has no leader for a second or two while its new group elects
+ * one, and requests about it (its consumers' updates) time out: wait for the leader.
+ */
+async function waitForStreamLeader(jsm: JetStreamManager, name: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const info = await jsm.streams.info(name);
+      const replicas = info.cluster?.replicas ?? [];
+      if (!info.cluster || (info.cluster.leader && replicas.length === (info.config.num_replicas ?? 1) - 1 && replicas.every((r) => r.current))) return;
+    } catch (e) {
+      if (Date.now() > until) throw e;
+    }
+    if (Date.now() > until) throw new Error(`stream ${name} has no leader with all its replicas ${timeoutMs / 1000} s after a change of replicas`);
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 

@@ -1,0 +1,158 @@
+// Three nats-servers forming a JetStream cluster on loopback: free ports, private store directories, and
+// one generated config per node that includes a copy of the project's nats.conf (its accounts and users)
+// and adds the cluster block. Nodes can be killed (SIGKILL) and started again on the same ports and store.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { connect as tcpConnect } from 'node:net';
+import { freePort } from './nats-server.ts';
+
+const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+const PROJECT_CONF = resolve(import.meta.dirname, '../../nats.conf');
+
+/** Passwords nats.conf reads from the server's environment; the users below log in with them. */
+export const CLUSTER_PASSWORDS = {
+  service: 'pservice1',
+  publisher: 'ppublisher1',
+  operator: 'poperator1',
+} as const;
+
+export interface ClusterNode {
+  name: string;
+  port: number;
+  url: string;
+  /** Monitoring port (/jsz, /varz, /healthz). */
+  httpPort: number;
+  storeDir: string;
+  readonly running: boolean;
+  start(): Promise<void>;
+  /** SIGKILL: no shutdown, as a crashed machine. */
+  kill(): Promise<void>;
+  /** SIGTERM, waiting for the exit. */
+  stop(): Promise<void>;
+}
+
+export interface NatsCluster {
+  nodes: ClusterNode[];
+  /** Every node's client URL, comma-separated, as NATS_URL takes them. */
+  url: string;
+  /** Name of the JetStream meta leader, asked of any running node's monitoring port. */
+  metaLeader(): Promise<string | undefined>;
+  node(name: string): ClusterNode;
+  /** Wait until every running node reports the same meta leader. */
+  waitForMetaLeader(timeoutMs?: number): Promise<string>;
+  dispose(): Promise<void>;
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((res) => {
+      const s = tcpConnect(port, '127.0.0.1');
+      s.once('connect', () => { s.destroy(); res(true); });
+      s.once('error', () => res(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function startNatsCluster(opts: { size?: number; name?: string } = {}): Promise<NatsCluster> {
+  const size = opts.size ?? 3;
+  const dir = mkdtempSync(join(tmpdir(), 'hookstream-cluster-'));
+  // nats-server joins an include's path to the including file's directory: the copy sits beside the configs.
+  copyFileSync(PROJECT_CONF, join(dir, 'nats.conf'));
+  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort(), http: await freePort() })));
+  const routes = ports.map((p) => `"nats-route://127.0.0.1:${p.route}"`).join(', ');
+  const env = {
+    ...process.env,
+    HOOKSTREAM_NATS_SERVICE_PASSWORD: CLUSTER_PASSWORDS.service,
+    HOOKSTREAM_NATS_PUBLISHER_PASSWORD: CLUSTER_PASSWORDS.publisher,
+    HOOKSTREAM_NATS_OPERATOR_PASSWORD: CLUSTER_PASSWORDS.operator,
+  };
+  const nodes: ClusterNode[] = ports.map((p, i) => {
+    const name = `n${i + 1}`;
+    const storeDir = join(dir, name);
+    mkdirSync(storeDir);
+    const conf = join(dir, `${name}.conf`);
+    writeFileSync(conf, [
+      'include nats.conf',
+      `server_name: ${name}`,
+      `listen: "127.0.0.1:${p.client}"`,
+      `http: "127.0.0.1:${p.http}"`,
+      `jetstream { store_dir: "${storeDir}" }`,
+      `cluster { name: ${opts.name ?? 'hookstream'}, listen: "127.0.0.1:${p.route}", routes: [${routes}] }`,
+      '',
+    ].join('\n'));
+    let proc: ChildProcess | undefined;
+    const node: ClusterNode = {
+      name, port: p.client, url: `nats://127.0.0.1:${p.client}`, httpPort: p.http, storeDir,
+      get running() { return proc !== undefined && proc.exitCode === null && proc.signalCode === null; },
+      async start() {
+        if (node.running) return;
+        proc = spawn(BINARY, ['-c', conf], { stdio: 'ignore', env });
+        await waitForPort(p.client, 10_000);
+      },
+      async kill() {
+        const q = proc;
+        proc = undefined;
+        if (!q || q.exitCode !== null || q.signalCode !== null) return;
+        await new Promise<void>((r) => { q.once('exit', () => r()); q.kill('SIGKILL'); });
+      },
+      async stop() {
+        const q = proc;
+        proc = undefined;
+        if (!q || q.exitCode !== null || q.signalCode !== null) return;
+        await new Promise<void>((r) => { q.once('exit', () => r()); q.kill('SIGTERM'); });
+      },
+    };
+    return node;
+  });
+  const onExit = () => { for (const n of nodes) void n.kill(); };
+  process.once('exit', onExit);
+
+  const jsz = async (n: ClusterNode): Promise<{ meta_cluster?: { leader?: string } } | undefined> => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${n.httpPort}/jsz`, { signal: AbortSignal.timeout(1000) });
+      return (await res.json()) as { meta_cluster?: { leader?: string } };
+    } catch {
+      return undefined;
+    }
+  };
+  const cluster: NatsCluster = {
+    nodes,
+    url: nodes.map((n) => n.url).join(','),
+    node: (name) => nodes.find((n) => n.name === name) ?? (() => { throw new Error(`no node ${name}`); })(),
+    async metaLeader() {
+      for (const n of nodes.filter((x) => x.running)) {
+        const leader = (await jsz(n))?.meta_cluster?.leader;
+        if (leader) return leader;
+      }
+      return undefined;
+    },
+    async waitForMetaLeader(timeoutMs = 20_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const seen = await Promise.all(nodes.filter((x) => x.running).map(async (n) => (await jsz(n))?.meta_cluster?.leader));
+        if (seen.length > 0 && seen[0] && seen.every((l) => l === seen[0])) return seen[0];
+        if (Date.now() > until) throw new Error(`no JetStream meta leader within ${timeoutMs} ms (seen ${JSON.stringify(seen)})`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async dispose() {
+      process.removeListener('exit', onExit);
+      await Promise.all(nodes.map((n) => n.kill()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await Promise.all(nodes.map((n) => n.start()));
+    await cluster.waitForMetaLeader();
+  } catch (e) {
+    await cluster.dispose();
+    throw e;
+  }
+  return cluster;
+}
