@@ -73,6 +73,8 @@ function rowProblem(row: EndpointRow): string | undefined {
   if (!Array.isArray(row.events) || !row.events.every(isText)) return 'events must be a list of strings';
   if (row.description !== null && !isText(row.description)) return 'description must be a string or null';
   if (row.status !== 'active' && row.status !== 'deleted') return 'status must be active or deleted';
+  if (row.signatureScheme !== 'v1' && row.signatureScheme !== 'v1a') return 'signature_scheme must be v1 or v1a';
+  if (row.signingPublicKey !== null && !isText(row.signingPublicKey)) return 'signing_public_key must be a string or null';
   if (!isTime(row.createdAt) || !isTime(row.updatedAt)) return 'timestamps must be ISO dates';
   return undefined;
 }

@@ -70,7 +70,7 @@ test('replay: a recovered receiver gets the original webhook-id, validly signed,
 
   const got = (await r.waitFor(4))[3]!;
   t.is(got.headers['webhook-id'], originalId, 'same webhook-id as the original attempts');
-  t.deepEqual(verify(signingSecret, got), { type: 'user.deactivated', data: { userId: 'user_9' } });
+  t.deepEqual(verify(signingSecret!, got), { type: 'user.deactivated', data: { userId: 'user_9' } });
   t.true(Math.abs(Number(got.headers['webhook-timestamp']) - got.at / 1000) < 2, 'signed at send time, so receivers accept it');
 
   const state = await eventually(async () => {

@@ -1,10 +1,11 @@
-// Secrets at rest (secretbox), dead letters (sealed boxes) and where keys come from (env or a generated
+// Secrets at rest (an AEAD bound to the endpoint, and the older secretbox format), dead letters (sealed boxes) and where keys come from (env or a generated
 // development keys file).
 import test from 'ava';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
+import sodium from 'libsodium-wrappers';
 import { loadConfig } from '../src/config.ts';
 import { ConfigError, ErrorCode, isHookstreamError } from '../src/errors.ts';
 import { createLogger, type Logger } from '../src/log.ts';
@@ -38,27 +39,55 @@ function capture(): { log: Logger; lines: string[] } {
 
 const b64 = (n: number) => Buffer.alloc(n, 7).toString('base64');
 
-// ---- secretbox ----
+// ---- sealed signing secrets ----
 
-test('a sealed secret opens to the same text, with a fresh nonce each time', (t) => {
+const EP_A = 'webhook_0mws8dye3000a';
+const EP_B = 'webhook_0mws8dye3000b';
+
+/** A value as sealed before issue 8: base64(nonce || secretbox), no prefix, no endpoint binding. */
+function sealLegacy(masterKey: string, plaintext: string): string {
+  const nonce = sodium.randombytes_buf(24);
+  const box = sodium.crypto_secretbox_easy(sodium.from_string(plaintext), nonce, Buffer.from(masterKey, 'base64'));
+  return Buffer.concat([nonce, box]).toString('base64');
+}
+
+test('a sealed secret opens to the same text for its endpoint, with a fresh nonce each time', (t) => {
   const sealer = new SecretSealer(generateKeys().masterKey);
   const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ünïcødé ✓';
-  const a = sealer.seal(secret);
-  const b = sealer.seal(secret);
+  const a = sealer.seal(secret, EP_A);
+  const b = sealer.seal(secret, EP_A);
   t.not(a, b);
   t.false(a.includes('MfKQ9r8'));
-  t.is(sealer.open(a), secret);
-  t.is(sealer.open(b), secret);
-  // nonce (24) + MAC (16) + plaintext bytes
-  t.is(Buffer.from(a, 'base64').length, 24 + 16 + Buffer.byteLength(secret));
-  t.is(sealer.open(sealer.seal('')), '');
+  t.is(sealer.open(a, EP_A), secret);
+  t.is(sealer.open(b, EP_A), secret);
+  // 'v2:' + base64(nonce (24) + ciphertext + tag (16))
+  t.true(a.startsWith('v2:'));
+  t.is(Buffer.from(a.slice(3), 'base64').length, 24 + 16 + Buffer.byteLength(secret));
+  t.is(sealer.open(sealer.seal('', EP_A), EP_A), '');
+});
+
+test('a secret sealed for endpoint A does not open for endpoint B (issue 8)', (t) => {
+  const sealer = new SecretSealer(generateKeys().masterKey);
+  const sealed = sealer.seal('whsec_boundtoA', EP_A);
+  const err = t.throws(() => sealer.open(sealed, EP_B), { instanceOf: DecryptionError });
+  t.false(err.message.includes('boundtoA'));
+  t.is(sealer.open(sealed, EP_A), 'whsec_boundtoA');
+  // Nor with the prefix stripped: the legacy path does not accept a bound value's bytes.
+  t.throws(() => sealer.open(sealed.slice(3), EP_B), { instanceOf: DecryptionError });
+});
+
+test('secrets sealed in the format before issue 8 still open (legacy path)', (t) => {
+  const key = generateKeys().masterKey;
+  const legacy = sealLegacy(key, 'whsec_fromlastyear');
+  t.is(new SecretSealer(key).open(legacy, EP_A), 'whsec_fromlastyear');
+  t.throws(() => new SecretSealer(generateKeys().masterKey).open(legacy, EP_A), { instanceOf: DecryptionError });
 });
 
 test('a secret sealed under another master key fails with DecryptionError that names no key', (t) => {
   const keyA = generateKeys().masterKey;
   const keyB = generateKeys().masterKey;
-  const sealed = new SecretSealer(keyA).seal('whsec_topsecret');
-  const err = t.throws(() => new SecretSealer(keyB).open(sealed), { instanceOf: DecryptionError });
+  const sealed = new SecretSealer(keyA).seal('whsec_topsecret', EP_A);
+  const err = t.throws(() => new SecretSealer(keyB).open(sealed, EP_A), { instanceOf: DecryptionError });
   t.is(err.name, 'DecryptionError');
   t.true(isDecryptionError(err));
   t.true(isHookstreamError(err, ErrorCode.Internal));
@@ -68,10 +97,11 @@ test('a secret sealed under another master key fails with DecryptionError that n
 
 test('tampered or malformed sealed secrets fail with DecryptionError', (t) => {
   const sealer = new SecretSealer(generateKeys().masterKey);
-  const bytes = Buffer.from(sealer.seal('whsec_abc'), 'base64');
+  const bytes = Buffer.from(sealer.seal('whsec_abc', EP_A).slice(3), 'base64');
   bytes[bytes.length - 1]! ^= 1;
-  for (const bad of [bytes.toString('base64'), '', 'not base64!', Buffer.alloc(39).toString('base64')]) {
-    t.throws(() => sealer.open(bad), { instanceOf: DecryptionError }, JSON.stringify(bad));
+  const legacy = Buffer.from(sealLegacy(generateKeys().masterKey, 'whsec_abc'), 'base64');
+  for (const bad of [`v2:${bytes.toString('base64')}`, legacy.toString('base64'), '', 'v2:', 'not base64!', 'v2:not base64!', Buffer.alloc(39).toString('base64'), `v2:${Buffer.alloc(39).toString('base64')}`]) {
+    t.throws(() => sealer.open(bad, EP_A), { instanceOf: DecryptionError }, JSON.stringify(bad));
   }
 });
 
@@ -188,8 +218,8 @@ test('development: keys are generated once into <dataDir>/keys.json (0600 in a 0
 
 test('development: a secret sealed after one start opens after the next', async (t) => {
   const config = loadConfig({ HOOKSTREAM_DATA_DIR: await tempDir() });
-  const sealed = new SecretSealer((await loadKeys(config, capture().log, ALL)).masterKey!).seal('whsec_stable');
-  t.is(new SecretSealer((await loadKeys(config, capture().log, ALL)).masterKey!).open(sealed), 'whsec_stable');
+  const sealed = new SecretSealer((await loadKeys(config, capture().log, ALL)).masterKey!).seal('whsec_stable', EP_A);
+  t.is(new SecretSealer((await loadKeys(config, capture().log, ALL)).masterKey!).open(sealed, EP_A), 'whsec_stable');
 });
 
 test('development: processes starting at once agree on one set of keys', async (t) => {

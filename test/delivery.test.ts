@@ -38,7 +38,7 @@ test('an event reaches a subscribed endpoint as a signed POST with the exact hea
   t.regex(String(headers['webhook-signature']), /^v1,[A-Za-z0-9+/=]+$/);
   t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_42', email: 'a@example.com' } });
   // The Standard Webhooks reference verifier accepts it, and rejects it under another secret.
-  const verified = new Webhook(signingSecret).verify(got!.body, {
+  const verified = new Webhook(signingSecret!).verify(got!.body, {
     'webhook-id': String(headers['webhook-id']),
     'webhook-timestamp': String(headers['webhook-timestamp']),
     'webhook-signature': String(headers['webhook-signature']),

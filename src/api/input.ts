@@ -1,17 +1,17 @@
 // Validation of request bodies before they become commands: every problem in one 422, unknown fields
 // included, so a caller fixes a request in one round trip.
-import { validateFields } from '../domain/endpoint.ts';
+import { parseSignatureScheme, validateFields } from '../domain/endpoint.ts';
 import { invalid, isHookstreamError, ErrorCode, type FieldError } from '../errors.ts';
 import { DEFAULT_GRACE_MS, MAX_GRACE_MS, type EndpointInput } from '../endpoints/store.ts';
 import { bodyFields } from './body.ts';
-import { ENDPOINT_IN_FIELDS, ROTATE_SECRET_IN_FIELDS } from './wire.ts';
+import { ENDPOINT_CREATE_IN_FIELDS, ENDPOINT_IN_FIELDS, ROTATE_SECRET_IN_FIELDS } from './wire.ts';
 
 type CheckUrl = (url: URL) => string | undefined;
 
-/** The fields' own problems, as validateFields reports them. */
-function fieldProblems(input: EndpointInput, partial: boolean, checkUrl: CheckUrl): FieldError[] {
+/** The problems `check` reports as a 422, or none. */
+function problemsOf(check: () => unknown): FieldError[] {
   try {
-    validateFields(input, partial, checkUrl);
+    check();
     return [];
   } catch (e) {
     if (isHookstreamError(e, ErrorCode.ValidationFailed)) return e.details;
@@ -21,9 +21,13 @@ function fieldProblems(input: EndpointInput, partial: boolean, checkUrl: CheckUr
 
 /** A create (partial = false) or update (partial = true) body; throws 422 listing every problem. */
 export function endpointInput(body: unknown, partial: boolean, checkUrl: CheckUrl): EndpointInput {
-  const { fields, problems } = bodyFields(body, ENDPOINT_IN_FIELDS);
+  const { fields, problems } = bodyFields(body, partial ? ENDPOINT_IN_FIELDS : ENDPOINT_CREATE_IN_FIELDS);
   const isObject = !problems.some((p) => p.field === 'body');
-  const all = [...problems, ...(isObject ? fieldProblems(fields, partial, checkUrl) : [])];
+  const all = [
+    ...problems,
+    ...(isObject ? problemsOf(() => validateFields(fields, partial, checkUrl)) : []),
+    ...(isObject && !partial ? problemsOf(() => parseSignatureScheme(fields['signature_scheme'])) : []),
+  ];
   if (all.length) throw invalid(all);
   return fields;
 }

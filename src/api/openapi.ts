@@ -17,10 +17,28 @@ const ENDPOINT_PROPERTIES = {
   events: { type: 'array', items: ref('EventPattern') },
   description: { type: ['string', 'null'] },
   status: { type: 'string', enum: ['active', 'deleted'] },
+  signature_scheme: { type: 'string', enum: ['v1', 'v1a'], description: '`v1`: HMAC-SHA256 with a `whsec_` secret; `v1a`: ed25519, verified with `signing_public_key`.' },
   created_at: { type: 'string', format: 'date-time' },
   updated_at: { type: 'string', format: 'date-time' },
 };
 const ENDPOINT_REQUIRED = Object.keys(ENDPOINT_PROPERTIES);
+const SIGNING_PUBLIC_KEY = {
+  type: 'string', pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+  description: 'Standard Webhooks v1a public key: `whpk_` + base64 of the 32-byte ed25519 public key. Not secret.',
+};
+const scheme = (s: string) => ({ type: 'string', enum: [s] });
+// The two shapes of an endpoint, spelled out rather than allOf: additionalProperties: false would reject
+// the other schema's fields. `extra` adds the create answer's secret.
+const endpointV1 = (extra: Record<string, Json> = {}) => ({
+  type: 'object', additionalProperties: false,
+  required: [...ENDPOINT_REQUIRED, ...Object.keys(extra)],
+  properties: { ...ENDPOINT_PROPERTIES, signature_scheme: scheme('v1'), ...extra },
+});
+const endpointV1a = () => ({
+  type: 'object', additionalProperties: false,
+  required: [...ENDPOINT_REQUIRED, 'signing_public_key'],
+  properties: { ...ENDPOINT_PROPERTIES, signature_scheme: scheme('v1a'), signing_public_key: SIGNING_PUBLIC_KEY },
+});
 const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
 const json = (schema: Json, description: string) => ({ description, content: { 'application/json': { schema } } });
 
@@ -38,6 +56,13 @@ const endpointFields = {
   url: { type: 'string', maxLength: MAX_URL, description: 'https URL that receives the deliveries; loopback, private, link-local and metadata addresses are refused unless the deployment sets HOOKSTREAM_ALLOW_PRIVATE_TARGETS=1.' },
   events: { type: 'array', minItems: 1, maxItems: MAX_PATTERNS, items: ref('EventPattern'), description: 'Event names and wildcards the endpoint subscribes to.' },
   description: { type: ['string', 'null'], maxLength: MAX_DESCRIPTION },
+};
+const createFields = {
+  ...endpointFields,
+  signature_scheme: {
+    type: 'string', enum: ['v1', 'v1a'], default: 'v1',
+    description: 'How deliveries are signed, fixed for the life of the endpoint. `v1`: HMAC-SHA256 with a `whsec_` secret, returned once. `v1a`: ed25519 with a key pair hookstream generates; the private key never leaves it, and receivers verify with `signing_public_key`.',
+  },
 };
 
 export const OPENAPI_DOCUMENT = {
@@ -99,7 +124,7 @@ export const OPENAPI_DOCUMENT = {
       post: {
         operationId: 'createWebhook', tags: ['webhooks'], summary: 'Subscribe an endpoint to events.',
         requestBody: { required: true, content: { 'application/json': { schema: ref('EndpointIn') } } },
-        responses: { '201': json(ref('EndpointCreated'), 'The endpoint and its signing secret, shown this once.'), ...withBody, ...common },
+        responses: { '201': json(ref('EndpointCreated'), 'The endpoint; for v1 with its signing secret, shown this once; for v1a with its public key.'), ...withBody, ...common },
       },
     },
     '/v1/webhooks/{id}': {
@@ -130,10 +155,10 @@ export const OPENAPI_DOCUMENT = {
     '/v1/webhooks/{id}/rotate-secret': {
       parameters: [idParameter],
       post: {
-        operationId: 'rotateWebhookSecret', tags: ['webhooks'], summary: 'Replace the signing secret.',
-        description: 'During the grace period deliveries carry two space-separated signatures, new and old, so receivers can switch without losing a delivery; after it, only the new one.',
+        operationId: 'rotateWebhookSecret', tags: ['webhooks'], summary: 'Replace the signing secret (v1) or key pair (v1a).',
+        description: 'During the grace period deliveries carry two space-separated signatures, new and old, so receivers can switch without losing a delivery; after it, only the new one. A v1a endpoint gets a new ed25519 key pair and the answer holds its public key.',
         requestBody: { required: false, content: { 'application/json': { schema: ref('RotateSecretIn') } } },
-        responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once.'), '404': response('NotFound'), ...withBody, ...common },
+        responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once (v1), or the new public key (v1a).'), '404': response('NotFound'), ...withBody, ...common },
       },
     },
   },
@@ -144,13 +169,9 @@ export const OPENAPI_DOCUMENT = {
     schemas: {
       EventName: { type: 'string', enum: [...EVENT_NAMES] },
       EventPattern: { type: 'string', enum: [...EVENT_NAMES, ...WILDCARDS], description: 'An event name or one of the wildcards.' },
-      Endpoint: { type: 'object', additionalProperties: false, required: ENDPOINT_REQUIRED, properties: ENDPOINT_PROPERTIES },
-      // Spelled out rather than allOf: additionalProperties: false would reject the other schema's fields.
-      EndpointCreated: {
-        type: 'object', additionalProperties: false,
-        required: [...ENDPOINT_REQUIRED, 'signing_secret'],
-        properties: { ...ENDPOINT_PROPERTIES, signing_secret: ref('SigningSecret') },
-      },
+      Endpoint: { oneOf: [endpointV1(), endpointV1a()] },
+      // v1: with its signing secret (shown this once); v1a: no secret, only the public key every read shows.
+      EndpointCreated: { oneOf: [endpointV1({ signing_secret: ref('SigningSecret') }), endpointV1a()] },
       EndpointList: {
         type: 'object', additionalProperties: false, required: ['data', 'has_more', 'next_cursor'],
         properties: {
@@ -159,7 +180,7 @@ export const OPENAPI_DOCUMENT = {
           next_cursor: { type: ['string', 'null'] },
         },
       },
-      EndpointIn: { type: 'object', additionalProperties: false, required: ['url', 'events'], properties: endpointFields },
+      EndpointIn: { type: 'object', additionalProperties: false, required: ['url', 'events'], properties: createFields },
       EndpointPatch: { type: 'object', additionalProperties: false, properties: endpointFields },
       RotateSecretIn: {
         type: 'object', additionalProperties: false,
@@ -171,8 +192,16 @@ export const OPENAPI_DOCUMENT = {
         },
       },
       RotateSecretOut: {
-        type: 'object', additionalProperties: false, required: ['id', 'signing_secret'],
-        properties: { id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' }, signing_secret: ref('SigningSecret') },
+        oneOf: [
+          {
+            type: 'object', additionalProperties: false, required: ['id', 'signing_secret'],
+            properties: { id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' }, signing_secret: ref('SigningSecret') },
+          },
+          {
+            type: 'object', additionalProperties: false, required: ['id', 'signing_public_key'],
+            properties: { id: { type: 'string', pattern: '^webhook_[0-9a-z]+$' }, signing_public_key: SIGNING_PUBLIC_KEY },
+          },
+        ],
       },
       SigningSecret: {
         type: 'string', pattern: '^whsec_[A-Za-z0-9+/=]+$',

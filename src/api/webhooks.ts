@@ -4,6 +4,7 @@ import type { RouterContext } from '@koa/router';
 import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
+import { SignatureScheme } from '../domain/signature.ts';
 import { notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ProjectionLagError } from '../../projections/endpoints.ts';
@@ -21,6 +22,9 @@ export interface WebhookDeps {
 }
 
 type Ctx = RouterContext<ApiState>;
+
+/** `signing_secret` only when there is one (v1); a v1a answer has no such field at all. */
+const secretOut = (secret: string | undefined): { signing_secret?: string } => (secret === undefined ? {} : { signing_secret: secret });
 
 /** The path's id; a malformed id is just another id that does not exist. */
 function pathId(ctx: Ctx): EndpointId {
@@ -59,7 +63,7 @@ export function webhookHandlers(deps: WebhookDeps) {
       rejectQuery(ctx.querystring);
       const input = endpointInput(ctx.request.body, false, deps.checkUrl);
       const result = await deps.store.create(ctx.state.tenant, input);
-      const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), signing_secret: result.signingSecret };
+      const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), ...secretOut(result.signingSecret) };
       ctx.status = 201;
       ctx.set('location', `/v1/webhooks/${result.endpoint.id}`);
       ctx.body = body;
@@ -99,7 +103,10 @@ export function webhookHandlers(deps: WebhookDeps) {
       const graceMs = graceInput(ctx.request.body);
       const result = await deps.store.rotateSecret(ctx.state.tenant, id, graceMs);
       await afterWrite(ctx, result);
-      const body: RotateSecretOut = { id: result.endpoint.id, signing_secret: result.signingSecret };
+      // v1a: the new pair's public key (the private key never leaves hookstream); v1: the new secret.
+      const body: RotateSecretOut = result.endpoint.signatureScheme === SignatureScheme.V1a
+        ? { id: result.endpoint.id, signing_public_key: result.endpoint.signingPublicKey! }
+        : { id: result.endpoint.id, ...secretOut(result.signingSecret) };
       ctx.body = body;
     },
   };

@@ -1,5 +1,6 @@
-// libsodium for the two things the service keeps secret at rest: signing secrets (secretbox under the
-// master key) and dead letters (sealed boxes, so delivery workers can seal but only the admin can open).
+// libsodium for the two things the service keeps secret at rest: signing secrets (an AEAD under the
+// master key, bound to their endpoint) and dead letters (sealed boxes, so delivery workers can seal but
+// only the admin can open).
 // Keys travel as standard base64. Errors name the environment variable, never its value.
 import sodium from 'libsodium-wrappers';
 import { ConfigError, ErrorCode, HookstreamError } from '../errors.ts';
@@ -62,7 +63,16 @@ export function decodeKey(variable: KeyVariable, value: string, source?: string)
   return bytes;
 }
 
-/** Seals signing secrets under the master key, so the database and the stream never hold them in clear. */
+/** The sealed format since issue 8: XChaCha20-Poly1305 with the endpoint id as additional data. */
+const BOUND_PREFIX = 'v2:';
+const AEAD_NONCE_BYTES = 24;
+const AEAD_TAG_BYTES = 16;
+
+/**
+ * Seals endpoint signing secrets under the master key, so the database and the stream never hold them in
+ * clear. A sealed value is bound to its endpoint (the id is AEAD additional data): copied into another
+ * endpoint's events it does not open there (issue 8).
+ */
 export class SecretSealer {
   // A private field keeps the key out of util.inspect and JSON.stringify.
   readonly #key: Uint8Array;
@@ -72,17 +82,41 @@ export class SecretSealer {
     this.#key = decodeKey(KeyVariable.Master, masterKeyB64);
   }
 
-  /** base64(nonce || secretbox); a fresh random nonce every time. */
-  seal(plaintext: string): string {
-    const nonce = sodium.randombytes_buf(NONCE_BYTES);
-    const box = sodium.crypto_secretbox_easy(sodium.from_string(plaintext), nonce, this.#key);
+  /** `v2:` + base64(nonce || ciphertext and tag); a fresh random nonce every time. */
+  seal(plaintext: string, endpointId: string): string {
+    const nonce = sodium.randombytes_buf(AEAD_NONCE_BYTES);
+    const box = sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(sodium.from_string(plaintext), sodium.from_string(endpointId), null, nonce, this.#key);
     const out = new Uint8Array(nonce.length + box.length);
     out.set(nonce);
     out.set(box, nonce.length);
-    return toBase64(out);
+    return BOUND_PREFIX + toBase64(out);
   }
 
-  open(sealed: string): string {
+  /**
+   * The plaintext of a value sealed for `endpointId`. Values sealed before issue 8 (plain base64 of a
+   * secretbox, no prefix) carry no endpoint binding; they still open, for any id, until the endpoint's
+   * secret is rotated.
+   */
+  open(sealed: string, endpointId: string): string {
+    if (sealed.startsWith(BOUND_PREFIX)) return this.#openBound(sealed.slice(BOUND_PREFIX.length), endpointId);
+    return this.#openLegacy(sealed);
+  }
+
+  #openBound(text: string, endpointId: string): string {
+    const bytes = BASE64.test(text) ? new Uint8Array(Buffer.from(text, 'base64')) : undefined;
+    if (!bytes || bytes.length < AEAD_NONCE_BYTES + AEAD_TAG_BYTES) throw new DecryptionError('sealed secret is malformed');
+    let plain: Uint8Array;
+    try {
+      plain = sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(
+        null, bytes.subarray(AEAD_NONCE_BYTES), sodium.from_string(endpointId), bytes.subarray(0, AEAD_NONCE_BYTES), this.#key,
+      );
+    } catch {
+      throw new DecryptionError(`sealed secret does not open for this endpoint under ${KeyVariable.Master} (another endpoint's value, wrong key or corrupted data)`);
+    }
+    return sodium.to_string(plain);
+  }
+
+  #openLegacy(sealed: string): string {
     const bytes = BASE64.test(sealed) ? new Uint8Array(Buffer.from(sealed, 'base64')) : undefined;
     if (!bytes || bytes.length < NONCE_BYTES + MAC_BYTES) {
       throw new DecryptionError('sealed secret is malformed');

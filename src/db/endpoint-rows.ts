@@ -1,6 +1,5 @@
 // The one place where an endpoint changes shape between the fold (EndpointState), the database entity
 // (EndpointRecord) and the plain row the API reads (EndpointRow).
-import type { RequiredEntityData } from '@mikro-orm/core';
 import type { EndpointState } from '../domain/endpoint.ts';
 import type { EndpointRecord } from './entities.ts';
 
@@ -15,13 +14,15 @@ export function recordToRow(r: EndpointRecord): EndpointRow {
     events: r.events,
     description: r.description ?? null,
     status: r.status,
+    signatureScheme: r.signatureScheme,
+    signingPublicKey: r.signingPublicKey ?? null,
     createdAt: r.createdAt.toISOString(),
     updatedAt: r.updatedAt.toISOString(),
     version: r.version,
   };
 }
 
-export function rowToRecordData(row: EndpointRow): RequiredEntityData<EndpointRecord> {
+export function rowToRecordData(row: EndpointRow): EndpointRecord {
   return {
     id: row.id,
     tenant: row.tenant,
@@ -29,6 +30,8 @@ export function rowToRecordData(row: EndpointRow): RequiredEntityData<EndpointRe
     events: row.events,
     description: row.description,
     status: row.status,
+    signatureScheme: row.signatureScheme,
+    signingPublicKey: row.signingPublicKey,
     createdAt: new Date(row.createdAt),
     updatedAt: new Date(row.updatedAt),
     version: row.version,

@@ -4,8 +4,12 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { EventPattern } from '../domain/catalogue.ts';
 import type { EndpointStatus } from '../domain/endpoint.ts';
+import type { SignatureScheme } from '../domain/signature.ts';
 
-/** Read model of the ENDPOINTS stream. Signing secrets never land here: they live only in the stream. */
+/**
+ * Read model of the ENDPOINTS stream. Signing secrets never land here: they live only in the stream,
+ * sealed. A v1a endpoint's public key does (it is not secret, and every read shows it).
+ */
 export const EndpointRecord = defineEntity({
   name: 'EndpointRecord',
   tableName: 'endpoints',
@@ -17,6 +21,8 @@ export const EndpointRecord = defineEntity({
     events: p.json<EventPattern[]>(),
     description: p.text().nullable(),
     status: p.text().$type<EndpointStatus>(),
+    signatureScheme: p.text().$type<SignatureScheme>().default('v1'),
+    signingPublicKey: p.text().nullable(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     // Stream sequence of the last applied event; a number is exact up to 2^53, far beyond any stream.
@@ -24,7 +30,10 @@ export const EndpointRecord = defineEntity({
   },
   // Ids are time-ordered, so (tenant, id desc) serves the newest-first cursor pages of one tenant.
   indexes: [{ name: 'endpoints_tenant_id_idx', columns: [{ name: 'tenant' }, { name: 'id', sort: 'DESC' }] }],
-  checks: [{ name: 'endpoints_status_check', expression: "status in ('active', 'deleted')" }],
+  checks: [
+    { name: 'endpoints_status_check', expression: "status in ('active', 'deleted')" },
+    { name: 'endpoints_signature_scheme_check', expression: "signature_scheme in ('v1', 'v1a')" },
+  ],
 });
 export type EndpointRecord = InferEntity<typeof EndpointRecord>;
 

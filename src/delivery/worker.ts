@@ -9,7 +9,7 @@ import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
 import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
-import { signingKeyObject, type SigningKey } from '../domain/signature.ts';
+import { signingKeyFor, type SigningKey } from '../domain/signature.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -23,7 +23,8 @@ export interface Sender {
 }
 
 export interface SecretOpener {
-  open(sealed: string): string;
+  /** Throws when the value was sealed for another endpoint (issue 8). */
+  open(sealed: string, endpointId: EndpointId): string;
 }
 
 export interface DeliveryOptions {
@@ -70,11 +71,14 @@ export async function startDelivery(deps: {
   let stopping = false;
 
   // Opening a sealed secret costs a libsodium call; endpoints keep theirs for the life of the process.
+  // Keyed by endpoint and sealed value: a value copied to another endpoint must meet open()'s binding
+  // check there, not a cache hit.
   const keyCache = new Map<string, SigningKey>();
   const keysFor = (state: EndpointState, now: number) =>
     liveSecrets(state, now).map((s) => {
-      let key = keyCache.get(s.sealed);
-      if (!key) keyCache.set(s.sealed, (key = signingKeyObject(deps.secrets.open(s.sealed))));
+      const cacheKey = `${state.id} ${s.sealed}`;
+      let key = keyCache.get(cacheKey);
+      if (!key) keyCache.set(cacheKey, (key = signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id))));
       return key;
     });
 

@@ -3,11 +3,15 @@
 import { isEventPattern, type EventPattern } from './catalogue.ts';
 import { conflict, invalid, type FieldError } from '../errors.ts';
 import type { EndpointId, TenantId } from './ids.ts';
+import { isSignatureScheme, SignatureScheme } from './signature.ts';
 
 export const EndpointStatus = { Active: 'active', Deleted: 'deleted' } as const;
 export type EndpointStatus = (typeof EndpointStatus)[keyof typeof EndpointStatus];
 
-/** A signing secret sealed under the master key (never plaintext at rest); `expires_at` marks a rotated-out one. */
+/**
+ * A signing secret sealed under the master key and bound to its endpoint (never plaintext at rest): a
+ * whsec_ secret for v1, a whsk_ ed25519 key for v1a. `expires_at` marks a rotated-out one.
+ */
 export interface SealedSecret {
   sealed: string;
   expires_at: string | null;
@@ -15,12 +19,17 @@ export interface SealedSecret {
 
 // Wire shapes of the ENDPOINTS stream, version 1. A stream outlives the code that wrote it: add fields,
 // never change one; a breaking change gets v: 2 and a branch in applyEndpointEvent.
+// Issue 11 added `signature_scheme` and `signing_public_key` to created and secret_rotated: events written
+// before have neither and fold as v1 endpoints. For v1a, `secret` holds the sealed whsk_ key.
 export type EndpointEvent =
-  | { v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string }
+  | {
+    v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string;
+    signature_scheme?: SignatureScheme; signing_public_key?: string;
+  }
   | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; at: string }
   | { v: 1; type: 'endpoint.deleted'; id: EndpointId; at: string }
   | { v: 1; type: 'endpoint.restored'; id: EndpointId; at: string }
-  | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string };
+  | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string; signing_public_key?: string };
 
 export type EndpointEventType = EndpointEvent['type'];
 
@@ -33,6 +42,9 @@ export interface EndpointState {
   status: EndpointStatus;
   /** Current secret first; a rotated-out secret follows until its expiry. */
   secrets: SealedSecret[];
+  signatureScheme: SignatureScheme;
+  /** The current whpk_ key of a v1a endpoint (not secret: shown on every read); null for v1. */
+  signingPublicKey: string | null;
   createdAt: string;
   updatedAt: string;
   /** Stream sequence of the last event applied: the expected last subject sequence of the next command. */
@@ -44,6 +56,8 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
     return {
       id: event.id, tenant: event.tenant, url: event.url, events: event.events, description: event.description,
       status: EndpointStatus.Active, secrets: [{ sealed: event.secret, expires_at: null }],
+      signatureScheme: event.signature_scheme ?? SignatureScheme.V1,
+      signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
       createdAt: event.at, updatedAt: event.at, version: seq,
     };
   }
@@ -65,6 +79,8 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       const previous = state.secrets[0];
       next.secrets = [{ sealed: event.secret, expires_at: null }];
       if (previous && event.previous_expires_at) next.secrets.push({ sealed: previous.sealed, expires_at: event.previous_expires_at });
+      // The scheme stays what it was at creation; a v1a rotation brings the new pair's public key.
+      if (state.signatureScheme === SignatureScheme.V1a && event.signing_public_key !== undefined) next.signingPublicKey = event.signing_public_key;
       return next;
     }
   }
@@ -139,6 +155,13 @@ export function validateFields(
   } else if (!partial) out.description = null;
   if (problems.length) throw invalid(problems);
   return out;
+}
+
+/** The create body's `signature_scheme`: v1 when absent. */
+export function parseSignatureScheme(x: unknown): SignatureScheme {
+  if (x === undefined) return SignatureScheme.V1;
+  if (!isSignatureScheme(x)) throw invalid([{ field: 'signature_scheme', message: 'must be "v1" or "v1a"' }]);
+  return x;
 }
 
 export function assertActive(state: EndpointState): void {

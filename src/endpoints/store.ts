@@ -4,11 +4,11 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import {
-  applyEndpointEvent, assertActive, assertDeleted, validateFields,
+  applyEndpointEvent, assertActive, assertDeleted, parseSignatureScheme, validateFields,
   type EndpointEvent, type EndpointState,
 } from '../domain/endpoint.ts';
 import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
-import { newSigningSecret } from '../domain/signature.ts';
+import { newEd25519KeyPair, newSigningSecret, SignatureScheme } from '../domain/signature.ts';
 import { conflict, notFound } from '../errors.ts';
 import { readEndpoint } from './read.ts';
 import type { Logger } from '../log.ts';
@@ -18,13 +18,21 @@ export const MAX_GRACE_MS = 7 * 24 * 3600_000;
 export const DEFAULT_GRACE_MS = 24 * 3600_000;
 
 export interface SecretSealerLike {
-  seal(plaintext: string): string;
+  /** Seal bound to the endpoint: the sealed value opens only for this id (issue 8). */
+  seal(plaintext: string, endpointId: EndpointId): string;
 }
 
 export interface EndpointInput {
   url?: unknown;
   events?: unknown;
   description?: unknown;
+  /** Create only: "v1" (default) or "v1a". */
+  signature_scheme?: unknown;
+}
+
+/** What a create or rotation hands out once: a v1 endpoint's whsec_ secret; v1a endpoints get none (their whpk_ key is in the state). */
+export interface NewSecret {
+  signingSecret: string | undefined;
 }
 
 export interface CommandResult {
@@ -34,13 +42,22 @@ export interface CommandResult {
 }
 
 export interface EndpointStore {
-  create(tenant: TenantId, input: EndpointInput): Promise<CommandResult & { signingSecret: string }>;
+  create(tenant: TenantId, input: EndpointInput): Promise<CommandResult & NewSecret>;
   update(tenant: TenantId, id: EndpointId, input: EndpointInput): Promise<CommandResult>;
   delete(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
   restore(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
-  rotateSecret(tenant: TenantId, id: EndpointId, graceMs?: number): Promise<CommandResult & { signingSecret: string }>;
+  rotateSecret(tenant: TenantId, id: EndpointId, graceMs?: number): Promise<CommandResult & NewSecret>;
   /** The current state from the stream, scoped to the tenant (another tenant's id is not found). */
   get(tenant: TenantId, id: EndpointId): Promise<EndpointState>;
+}
+
+/** A fresh signing secret (v1) or ed25519 key pair (v1a); only `secret` is sealed. */
+function newKey(scheme: SignatureScheme): { secret: string; publicKey: string | undefined } {
+  if (scheme === SignatureScheme.V1a) {
+    const pair = newEd25519KeyPair();
+    return { secret: pair.secretKey, publicKey: pair.publicKey };
+  }
+  return { secret: newSigningSecret(), publicKey: undefined };
 }
 
 export function createEndpointStore(deps: {
@@ -77,13 +94,16 @@ export function createEndpointStore(deps: {
     get,
     async create(tenant, input) {
       const fields = validateFields(input, false, deps.checkUrl);
-      const signingSecret = newSigningSecret();
+      const scheme = parseSignatureScheme(input.signature_scheme);
+      const id = newEndpointId();
+      const key = newKey(scheme);
       const result = await append(undefined, {
-        v: 1, type: 'endpoint.created', id: newEndpointId(), tenant,
+        v: 1, type: 'endpoint.created', id, tenant,
         url: fields.url!, events: fields.events!, description: fields.description ?? null,
-        secret: deps.sealer.seal(signingSecret), at: now(),
+        secret: deps.sealer.seal(key.secret, id), at: now(),
+        signature_scheme: scheme, ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
       });
-      return { ...result, signingSecret };
+      return { ...result, signingSecret: key.publicKey ? undefined : key.secret };
     },
     async update(tenant, id, input) {
       const fields = validateFields(input, true, deps.checkUrl);
@@ -105,14 +125,15 @@ export function createEndpointStore(deps: {
     },
     async rotateSecret(tenant, id, graceMs = DEFAULT_GRACE_MS) {
       const state = await get(tenant, id);
-      const signingSecret = newSigningSecret();
+      // A rotation keeps the endpoint's scheme: a v1a endpoint gets a new key pair.
+      const key = newKey(state.signatureScheme);
       const at = deps.now ? deps.now() : new Date();
       const result = await append(state, {
-        v: 1, type: 'endpoint.secret_rotated', id, secret: deps.sealer.seal(signingSecret),
+        v: 1, type: 'endpoint.secret_rotated', id, secret: deps.sealer.seal(key.secret, id),
         previous_expires_at: graceMs > 0 ? new Date(at.getTime() + graceMs).toISOString() : null,
-        at: at.toISOString(),
+        at: at.toISOString(), ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
       });
-      return { ...result, signingSecret };
+      return { ...result, signingSecret: key.publicKey ? undefined : key.secret };
     },
   };
 }

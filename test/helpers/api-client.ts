@@ -81,6 +81,10 @@ const typeOf = (v: unknown): string =>
 export function schemaProblems(schemaIn: Schema, value: unknown, at = '$'): string[] {
   const schema = resolve(schemaIn);
   const problems: string[] = [];
+  if (Array.isArray(schema['oneOf'])) {
+    const matching = schema['oneOf'].filter((s: Schema) => schemaProblems(s, value, at).length === 0).length;
+    if (matching !== 1) problems.push(`${at}: matches ${matching} of the oneOf schemas, not exactly one`);
+  }
   if (schema['type'] !== undefined) {
     const types: string[] = Array.isArray(schema['type']) ? schema['type'] : [schema['type']];
     const actual = typeOf(value);

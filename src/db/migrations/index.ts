@@ -3,7 +3,9 @@
 // The name is what mikro_orm_migrations records: never rename a released one.
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migration0001Initial } from './0001-initial.ts';
+import { Migration0002SignatureScheme } from './0002-signature-scheme.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
+  { name: '0002-signature-scheme', class: Migration0002SignatureScheme },
 ];
