@@ -24,6 +24,13 @@ export interface Admin {
 
 type Handler = (body: Record<string, unknown>) => Promise<unknown>;
 
+/**
+ * Reply subjects the admin role answers: `_R_.…` (the server's one-shot reply of a request that came
+ * through an account import, routed back to the requester's account) and `_INBOX….` inboxes.
+ */
+const INBOX_REPLY = /^(?:_R_\.|_INBOX[A-Za-z0-9_-]*\.)/;
+export const isInboxReply = (reply: string): boolean => INBOX_REPLY.test(reply);
+
 export async function startAdmin(deps: {
   nc: NatsConnection;
   js: JetStreamClient;
@@ -87,6 +94,12 @@ export async function startAdmin(deps: {
     callback: (err, m) => {
       if (err) {
         log.error('admin subscription failed', { reason: describe(err) });
+        return;
+      }
+      if (m.reply && !isInboxReply(m.reply)) {
+        // Answering would publish as the service to a subject the requester chose ($JS.API.…, events.…).
+        log.warn('admin request refused: reply subject is not an inbox', { subject: m.subject, reply: m.reply, reason: 'reply_not_inbox' });
+        deps.metrics.adminRefused.inc({ reason: 'reply_not_inbox' });
         return;
       }
       const p = handle(m).catch((e: unknown) => log.error('admin reply crashed', { subject: m.subject, reason: describe(e) }));
