@@ -2,11 +2,12 @@
 // Copy first (seal + upsert), then remove the message from its work queue, then ack the advisory, so a
 // crash at any step repeats the step instead of losing the message. The record is keyed by endpoint and
 // webhook-id: a repeated advisory (it can repeat after a server restart) finds the record already there.
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { isApiError } from '../../streams/ensure.ts';
 import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -44,12 +45,28 @@ export async function startDeadLetterHandler(deps: {
   sealer: DeadLetterSealer;
   log: Logger;
   metrics: ServiceMetrics;
+  /** Delay before a failed advisory is tried again (tests shorten it). */
+  retryDelayMs?: number;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
 
   async function lastAttempt(endpoint: string, webhookId: string): Promise<AttemptRecord | undefined> {
     const m = await jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: attemptSubject(endpoint, webhookId) });
     return m ? m.json<AttemptRecord>() : undefined;
+  }
+
+  /** Delete the dead message from its work queue; "already gone" is success, anything else throws. */
+  async function remove(stream: string, seq: number): Promise<void> {
+    try {
+      await jsm.streams.deleteMessage(stream, seq);
+    } catch (e) {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return;
+      // nats-server answers 10057 both for a missing message and for a real failure (denied, I/O): ask
+      // the stream instead of reading the error text.
+      const still = await jsm.streams.getMessage(stream, { seq }).catch(() => undefined);
+      if (still === null) return;
+      throw e;
+    }
   }
 
   async function handle(m: JsMsg): Promise<void> {
@@ -60,7 +77,10 @@ export async function startDeadLetterHandler(deps: {
       m.term();
       return;
     }
-    const original = await jsm.streams.getMessage(advisory.stream, { seq: advisory.stream_seq });
+    const original = await jsm.streams.getMessage(advisory.stream, { seq: advisory.stream_seq }).catch((e: unknown) => {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return null;
+      throw e;
+    });
     if (!original) {
       // Already dead-lettered and removed (a repeated advisory), or dropped with a deleted endpoint.
       m.ack();
@@ -77,9 +97,12 @@ export async function startDeadLetterHandler(deps: {
       failure?.attempt ?? advisory.deliveries, failure?.status ?? null, failure?.error ?? null,
       failure?.at ?? advisory.timestamp, Buffer.from(sealed), advisory.stream, advisory.stream_seq,
     ]);
-    await jsm.streams.deleteMessage(advisory.stream, advisory.stream_seq).catch(() => false);
-    m.ack();
+    // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (rows[0]?.inserted) metrics.deadLettersStored.inc();
+    // A removal that fails leaves the advisory unacked (the catch below naks it), so the message never
+    // stays queued behind an acked advisory; the record above is kept, the upsert is idempotent.
+    await remove(advisory.stream, advisory.stream_seq);
+    m.ack();
     log.warn('delivery is dead; dead letter stored', {
       endpoint, tenant, webhook_id: webhookId, event, attempts: failure?.attempt ?? advisory.deliveries,
       status: failure?.status ?? null, reason: failure?.error ?? null,
@@ -95,7 +118,7 @@ export async function startDeadLetterHandler(deps: {
       } catch (e) {
         // Back in 5 s rather than after the 30 s ack wait (Postgres restarting, say); every step above is idempotent.
         log.error('dead-lettering failed; will retry', { seq: m.seq, reason: describe(e) });
-        m.nak(RETRY_DELAY_MS);
+        m.nak(deps.retryDelayMs ?? RETRY_DELAY_MS);
       }
     }
   })();
