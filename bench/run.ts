@@ -257,6 +257,7 @@ async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]
     NATS_URL: nats.url,
     DATABASE_URL: db.url,
     PORT: '0',
+    OPS_PORT: '0',
     HOOKSTREAM_ROLES: opts.roles,
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
     HOOKSTREAM_MASTER_KEY: keys.masterKey,

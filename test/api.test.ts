@@ -39,18 +39,21 @@ const envelope = (t: { is: (a: unknown, b: unknown, m?: string) => void; true: (
   t.true(Boolean(res.headers.get('x-request-id')), 'x-request-id');
 };
 
-test('GET /healthz, /readyz and /metrics need no key and carry a request id', async (t) => {
-  const c = apiClient(base(), undefined, t);
-  const res = await c.get('/healthz');
-  t.is(res.status, 200);
-  t.deepEqual(res.body, { status: 'ok' });
-  t.regex(res.headers.get('x-request-id') ?? '', /^req_[0-9a-z]{26}$/);
-  const ready = await c.get('/readyz');
-  t.true(ready.status === 200 || ready.status === 503);
-  t.truthy(ready.headers.get('x-request-id'));
-  const metrics = await c.get('/metrics');
-  t.is(metrics.status, 200);
-  t.regex(metrics.headers.get('content-type') ?? '', /^text\/plain/);
+test('/healthz, /readyz and /metrics are not on the API port: 404 in the envelope, with or without a key', async (t) => {
+  // They are served on the ops listener (OPS_HOST:OPS_PORT); the metrics name every tenant's endpoints.
+  const anonymous = apiClient(base(), undefined, t);
+  const withKey = await as(t, 'tenant_ops_paths');
+  for (const path of ['/healthz', '/readyz', '/metrics']) {
+    for (const c of [anonymous, withKey]) {
+      const res = await c.get(path);
+      envelope(t, res, 404, 'not_found');
+      t.false(res.text.includes('hookstream_'), 'no metric in the answer');
+    }
+    envelope(t, await anonymous.request('POST', path), 404, 'not_found');
+  }
+  t.regex((await anonymous.get('/metrics')).headers.get('x-request-id') ?? '', /^req_[0-9a-z]{26}$/);
+  t.is((await fetch(`${h.service.opsUrl}/metrics`)).status, 200, 'the ops listener serves them');
+  t.not(new URL(h.service.opsUrl).port, new URL(base()).port);
 });
 
 test('x-request-id: a plain caller id is kept, anything else replaced', async (t) => {
@@ -232,7 +235,6 @@ test('405 with Allow for a method a path does not support', async (t) => {
     ['POST', '/v1/webhooks/webhook_00000000000000000000000000', ['DELETE', 'GET', 'HEAD', 'PATCH']],
     ['GET', '/v1/webhooks/webhook_00000000000000000000000000/restore', ['POST']],
     ['PATCH', '/v1/event-types', ['GET', 'HEAD']],
-    ['POST', '/healthz', ['GET', 'HEAD']],
   ];
   for (const [method, path, allowed] of cases) {
     const res = await c.request(method, path);
@@ -312,12 +314,12 @@ test('422 names every field that fails validation, unknown fields included', asy
   t.is((await c.get(`/v1/webhooks/${created.id}`)).body.url, created.url, 'nothing changed');
 });
 
-test('429 with retry-after once a key has spent its tokens; other keys and /healthz are not affected', async (t) => {
+test('429 with retry-after once a key has spent its tokens; other keys are not affected', async (t) => {
   // A second app on the same database with a frozen clock: the bucket never refills, so the count is exact.
   let now = 1_000_000;
   const { app } = createApi({
     orm: h.service.orm!, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
-    checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 3, ops: h.service.ops, log: createLogger({ write: () => {} }), now: () => now,
+    checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 3, log: createLogger({ write: () => {} }), now: () => now,
   });
   const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: createLogger({ write: () => {} }) });
   servers.push(server);
@@ -327,7 +329,6 @@ test('429 with retry-after once a key has spent its tokens; other keys and /heal
   envelope(t, limited, 429, 'rate_limited');
   t.is(limited.headers.get('retry-after'), '1');
   t.is((await apiClient(server.url, await newKey('tenant_429'), t).get('/v1/event-types')).status, 200, 'each key has its own bucket');
-  t.is((await apiClient(server.url, undefined, t).get('/healthz')).status, 200);
   now += 400; // 1.2 tokens back at 3/s
   t.is((await c.get('/v1/event-types')).status, 200);
   envelope(t, await c.get('/v1/event-types'), 429, 'rate_limited');
@@ -340,7 +341,7 @@ test('500 hides the failure from the caller and logs it with the request id', as
   const failing = { create: async () => { throw new Error(`database exploded near ${secret}`); } } as unknown as EndpointStore;
   const { app } = createApi({
     orm: h.service.orm!, store: failing, waitForProjection: async () => {}, checkUrl: (u) => checkTargetUrl(u, false),
-    rateLimitPerSecond: 100, ops: h.service.ops, log,
+    rateLimitPerSecond: 100, log,
   });
   const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: createLogger({ write: () => {} }) });
   servers.push(server);
@@ -369,7 +370,7 @@ test('routes answer HEAD for GET and OPTIONS with Allow', async (t) => {
 test('a write whose event the projection has not reached in time still answers (the secret must not be lost)', async (t) => {
   const lines: string[] = [];
   const { app } = createApi({
-    orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100, ops: h.service.ops,
+    orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100,
     waitForProjection: async (seq) => { throw new ProjectionLagError('endpoints', seq, seq - 1, 5000); },
     log: createLogger({ write: (line) => lines.push(line) }),
   });

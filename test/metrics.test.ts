@@ -1,4 +1,4 @@
-// /healthz, /readyz and /metrics on the API port: Prometheus counters that move as deliveries happen,
+// /healthz, /readyz and /metrics on the ops listener (OPS_HOST:OPS_PORT, never the API port): Prometheus counters that move as deliveries happen,
 // backlog per endpoint from JetStream, and readiness that names what is missing.
 import test from 'ava';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -37,7 +37,7 @@ function parse(text: string): Sample[] {
 }
 
 async function scrape(): Promise<(name: string, labels?: Record<string, string>) => number> {
-  const res = await fetch(`${h.service.api!.url}/metrics`);
+  const res = await fetch(`${h.service.opsUrl}/metrics`);
   if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status}`);
   if (!res.headers.get('content-type')?.startsWith('text/plain; version=0.0.4')) throw new Error('not the Prometheus text format');
   const samples = parse(await res.text());
@@ -58,11 +58,12 @@ test.after.always(async () => {
   await h?.close();
 });
 
-test('healthz and readyz answer without an API key', async (t) => {
-  const health = await fetch(`${h.service.api!.url}/healthz`);
+test('healthz and readyz answer on the ops listener, and not on the API port', async (t) => {
+  for (const path of ['/healthz', '/readyz', '/metrics']) t.is((await fetch(`${h.service.api!.url}${path}`)).status, 404, path);
+  const health = await fetch(`${h.service.opsUrl}/healthz`);
   t.is(health.status, 200);
   t.deepEqual(await health.json(), { status: 'ok' });
-  const ready = await fetch(`${h.service.api!.url}/readyz`);
+  const ready = await fetch(`${h.service.opsUrl}/readyz`);
   t.is(ready.status, 200);
   const body = await ready.json() as { status: string; checks: { name: string; ok: boolean }[] };
   t.is(body.status, 'ready');

@@ -1,6 +1,7 @@
-// nats.conf enforced by a real nats-server: hookstream runs every role as the `service` user, a producer
-// as `publisher` gets its events delivered but reaches neither admin.> nor the delivery streams (nor the
-// service's inbox), and the `operator` lists and replays dead letters over admin.>.
+// nats.conf enforced by a real nats-server: hookstream runs every role as the `service` user (account
+// HOOKSTREAM), a producer as `publisher` (account PRODUCERS) gets its events delivered but reaches neither
+// admin.> nor the delivery streams (nor the service's inbox), and the `operator` (account OPERATORS) lists
+// and replays dead letters over admin.>. The attacks through reply subjects are in security-accounts.test.ts.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -59,7 +60,7 @@ test.before(async () => {
   const keys = generateKeys();
   masterKey = keys.masterKey;
   const config = loadConfig({
-    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.service, DATABASE_URL: db.url, PORT: '0',
+    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.service, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
@@ -132,6 +133,25 @@ test('the operator can use admin.> only', async (t) => {
   t.truthy(await refused(operatorNc.request('events.tenant_perm.user.created', '{}', { timeout: 5000 })), 'no publishing events');
   const sub = operatorNc.subscribe('_INBOX_hookstream.>');
   t.is(violation(await sub.closed)?.operation, 'subscription');
+});
+
+test.serial('the operator on the default _INBOX prefix (the nats CLI) is answered; a producer on _INBOX.> sees nothing of it', async (t) => {
+  // Both use `_INBOX.…` replies: only the account boundary keeps the opened dead letters from producers.
+  const overheard: string[] = [];
+  const sub = publisher.subscribe('_INBOX.>', { callback: (_e, m) => { overheard.push(m.subject); } });
+  await publisher.flush();
+  const plain = await connect({ servers: nats.url, user: 'operator', pass: PASSWORDS.operator });
+  try {
+    const reply = await plain.request('admin.dead_letters.list', '{}', { timeout: 20_000 });
+    t.regex(reply.subject, /^_INBOX\./);
+    t.true(Array.isArray(reply.json<{ data: unknown[] }>().data));
+    await plain.flush();
+    await publisher.flush();
+    t.deepEqual(overheard, []);
+  } finally {
+    sub.unsubscribe();
+    await plain.close();
+  }
 });
 
 test('nobody gets in without a user', async (t) => {

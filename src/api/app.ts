@@ -6,7 +6,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { describeCatalogue } from '../domain/catalogue.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
 import type { Logger } from '../log.ts';
-import { OPS_PATHS, type Ops } from '../ops/index.ts';
+import { OPS_PATHS } from '../ops/index.ts';
 import { requireApiKey } from './auth.ts';
 import { jsonBody } from './body.ts';
 import { errorEnvelope } from './envelope.ts';
@@ -24,8 +24,6 @@ export interface ApiDeps {
   /** The deployment's target policy for endpoint URLs (checkTargetUrl with allowPrivateTargets). */
   checkUrl(url: URL): string | undefined;
   rateLimitPerSecond: number;
-  /** /healthz, /readyz and /metrics (src/ops): served here, without a key, when the api role runs. */
-  ops: Pick<Ops, 'handle'>;
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
   now?: () => number;
@@ -43,7 +41,11 @@ export interface Api {
   routes: RouteInfo[];
 }
 
-/** Paths that need no API key: health, readiness and metrics for orchestrators and Prometheus. */
+/**
+ * Paths that need no API key. /healthz, /readyz and /metrics are served on the ops listener
+ * (OPS_HOST:OPS_PORT), not here (the metrics name every tenant's endpoints); here they are routes of
+ * nothing, so a probe still pointed at the API gets a plain 404 envelope rather than a 401.
+ */
 export const PUBLIC_PATHS: ReadonlySet<string> = OPS_PATHS;
 
 export function createApi(deps: ApiDeps): Api {
@@ -52,17 +54,6 @@ export function createApi(deps: ApiDeps): Api {
   const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, log });
   const body = jsonBody();
 
-  // Routes of the router (not a middleware in front of it), so they get 405s and the route check too.
-  for (const path of OPS_PATHS) {
-    router.get(path, async (ctx) => {
-      const answer = await deps.ops.handle(path);
-      if (!answer) return;
-      ctx.status = answer.status;
-      ctx.type = answer.contentType;
-      ctx.set('cache-control', 'no-store');
-      ctx.body = answer.body;
-    });
-  }
   router.get('/v1/openapi.json', (ctx) => { rejectQuery(ctx.querystring); ctx.body = OPENAPI_DOCUMENT; });
   router.get('/v1/event-types', (ctx) => { rejectQuery(ctx.querystring); ctx.body = describeCatalogue(); });
   router.get('/v1/webhooks', webhooks.list);

@@ -81,24 +81,6 @@ export const OPENAPI_DOCUMENT = {
   security: [{ apiKey: [] }],
   tags: [{ name: 'webhooks' }, { name: 'catalogue' }, { name: 'operations' }],
   paths: {
-    '/healthz': {
-      get: {
-        operationId: 'healthz', tags: ['operations'], security: [], summary: 'Liveness: the process answers HTTP.',
-        responses: { '200': json(ref('Health'), 'The process is alive.') },
-      },
-    },
-    '/readyz': {
-      get: {
-        operationId: 'readyz', tags: ['operations'], security: [], summary: 'Readiness: NATS, the streams, Postgres and the projection are usable.',
-        responses: { '200': json(ref('Readiness'), 'Ready.'), '503': json(ref('Readiness'), 'Not ready; `checks` says why.') },
-      },
-    },
-    '/metrics': {
-      get: {
-        operationId: 'metrics', tags: ['operations'], security: [], summary: 'Prometheus metrics (text exposition format).',
-        responses: { '200': { description: 'The metrics.', content: { 'text/plain': { schema: { type: 'string' } } } } },
-      },
-    },
     '/v1/openapi.json': {
       get: {
         operationId: 'getOpenApi', tags: ['operations'], summary: 'This document.',
@@ -220,20 +202,6 @@ export const OPENAPI_DOCUMENT = {
           },
         },
       },
-      Readiness: {
-        type: 'object', required: ['status', 'checks'],
-        properties: {
-          status: { type: 'string', enum: ['ready', 'not_ready'] },
-          checks: {
-            type: 'array',
-            items: {
-              type: 'object', required: ['name', 'ok'],
-              properties: { name: { type: 'string' }, ok: { type: 'boolean' }, detail: { type: 'string' } },
-            },
-          },
-        },
-      },
-      Health: { type: 'object', additionalProperties: false, required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } },
       Error: {
         type: 'object', additionalProperties: false, required: ['error'],
         properties: {

@@ -1,5 +1,6 @@
-// The ops paths on their own HTTP server, for processes that run no api role (delivery workers, the
-// admin process): orchestrators probe them and Prometheus scrapes them on HOST:PORT like the API.
+// The ops paths on their own HTTP server, in every process, on OPS_HOST:OPS_PORT (loopback by default):
+// orchestrators probe them and Prometheus scrapes them there. Never on the API's listener: the metrics
+// name every tenant's endpoints, and the API is reachable by tenants.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, describe } from '../errors.ts';
@@ -31,9 +32,12 @@ export async function startOpsServer(ops: Ops, opts: { host: string; port: numbe
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE' || e.code === 'EACCES'
-      ? new ConfigError('PORT', `cannot listen on ${opts.host}:${opts.port} (${e.code}); give each process its own PORT`)
-      : e));
+    server.once('error', (e: NodeJS.ErrnoException) => reject(
+      e.code === 'EADDRINUSE' || e.code === 'EACCES'
+        ? new ConfigError('OPS_PORT', `cannot listen on ${opts.host}:${opts.port} (${e.code}); give each process its own OPS_PORT (0 picks a free one)`)
+        : e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND'
+          ? new ConfigError('OPS_HOST', `cannot listen on ${opts.host} (${e.code}); name an address of this machine`)
+          : e));
     server.listen(opts.port, opts.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
