@@ -13,6 +13,10 @@ export interface Config {
   databaseUrl: string;
   host: string;
   port: number;
+  /** Listener of /healthz, /readyz and /metrics, in every process; never the API's. */
+  opsHost: string;
+  /** 0 picks a free port. */
+  opsPort: number;
   dataDir: string;
   production: boolean;
   roles: Role[];
@@ -45,6 +49,8 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'DATABASE_URL', default: 'postgres://postgres@127.0.0.1:5432/hookstream', meaning: 'Postgres; the database is created if missing' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'API listen address' },
   { name: 'PORT', default: '8080', meaning: 'API listen port' },
+  { name: 'OPS_HOST', default: '127.0.0.1', meaning: 'listen address of /healthz, /readyz and /metrics (every process)' },
+  { name: 'OPS_PORT', default: '9090', meaning: 'listen port of /healthz, /readyz and /metrics; 0 picks a free port' },
   { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys are generated' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
@@ -113,6 +119,13 @@ export function redactUrl(raw: string): string {
   }
 }
 
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);
+
+/** Whether listeners on these two addresses would take the same port (a wildcard takes it on every address). */
+function sameInterface(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase() || WILDCARD_HOSTS.has(a) || WILDCARD_HOSTS.has(b);
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const rolesRaw = str(env, 'HOOKSTREAM_ROLES', ROLES.join(','));
   const roles = rolesRaw.split(',').map((r) => r.trim()).filter(Boolean);
@@ -125,6 +138,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (retrySchedule.length > 50) throw new ConfigError('HOOKSTREAM_RETRY_SCHEDULE', 'at most 50 retries');
   const attemptTimeoutMs = duration('HOOKSTREAM_ATTEMPT_TIMEOUT', str(env, 'HOOKSTREAM_ATTEMPT_TIMEOUT', '15s'));
   if (attemptTimeoutMs > 5 * 60_000) throw new ConfigError('HOOKSTREAM_ATTEMPT_TIMEOUT', 'at most 5m');
+  const host = str(env, 'HOST', '127.0.0.1');
+  const port = int(env, 'PORT', 8080, 0, 65535);
+  const opsHost = str(env, 'OPS_HOST', '127.0.0.1');
+  const opsPort = int(env, 'OPS_PORT', 9090, 0, 65535);
+  // Caught here with a clear message rather than as EADDRINUSE at start-up; PORT is only listened on with the api role.
+  if (roles.includes('api') && port !== 0 && opsPort === port && sameInterface(host, opsHost)) {
+    throw new ConfigError('OPS_PORT', `${opsPort} is also the API's PORT on ${host}; the ops listener needs a port of its own`);
+  }
   const level = str(env, 'HOOKSTREAM_LOG_LEVEL', 'info');
   if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new ConfigError('HOOKSTREAM_LOG_LEVEL', `expected debug, info, warn or error, got ${JSON.stringify(level)}`);
   return {
@@ -132,8 +153,10 @@ export function loadConfig(env: Env = process.env): Config {
     natsUser: env['NATS_USER'] || undefined,
     natsPassword: env['NATS_PASSWORD'] || undefined,
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/hookstream', ['postgres:', 'postgresql:']),
-    host: str(env, 'HOST', '127.0.0.1'),
-    port: int(env, 'PORT', 8080, 0, 65535),
+    host,
+    port,
+    opsHost,
+    opsPort,
     dataDir: str(env, 'HOOKSTREAM_DATA_DIR', '.hookstream'),
     production: env['NODE_ENV'] === 'production',
     roles: [...new Set(roles)] as Role[],

@@ -36,6 +36,8 @@ export interface RunningService {
   readonly projector: EndpointProjector | undefined;
   /** /healthz, /readyz and /metrics of this process. */
   readonly ops: Ops;
+  /** Where the ops listener (OPS_HOST:OPS_PORT) answers them. */
+  readonly opsUrl: string;
   /** The management API's server when the api role runs. */
   readonly api: ApiServer | undefined;
   stop(): Promise<void>;
@@ -70,13 +72,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => closeDatabase(db));
     }
 
-    // Health, readiness and metrics: on the API app with the api role, else on a server of their own
-    // (pushed early, so it answers probes and scrapes until the roles have stopped).
+    // Health, readiness and metrics on a listener of their own in every process, never the API's (the
+    // metrics name every tenant's endpoints). Pushed early, so it answers until the roles have stopped.
     const ops = createServiceOps({ nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api') });
-    if (!roles.has('api')) {
-      const opsServer = await startOpsServer(ops, { host: config.host, port: config.port, log: log.child({ role: 'ops' }) });
-      stops.push(() => opsServer.close());
-    }
+    const opsServer = await startOpsServer(ops, { host: config.opsHost, port: config.opsPort, log: log.child({ role: 'ops' }) });
+    stops.push(() => opsServer.close());
 
     let projector: EndpointProjector | undefined;
     if (roles.has('projector') && orm) {
@@ -137,7 +137,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, seq);
       const { app } = createApi({
-        orm: db, store, waitForProjection, checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, ops, log: log.child({ role: 'api' }),
+        orm: db, store, waitForProjection, checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;
@@ -156,7 +156,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
 
     log.info('hookstream started', { roles: config.roles.join(',') });
     return {
-      nc, js, jsm, orm, metrics, directory, projector, api, ops,
+      nc, js, jsm, orm, metrics, directory, projector, api, ops, opsUrl: opsServer.url,
       async stop() {
         // Reverse order: the roles that take work stop first, connections last.
         for (const stop of stops.splice(0).reverse()) {

@@ -17,7 +17,7 @@ const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'options', 'head', 'tr
 // The app is only built, never served: no dependency is touched.
 const { routes } = createApi({
   orm: undefined as unknown as Database, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
-  checkUrl: () => undefined, rateLimitPerSecond: 1, ops: { handle: async () => undefined }, log: silentLogger,
+  checkUrl: () => undefined, rateLimitPerSecond: 1, log: silentLogger,
 });
 
 const registered = routes.map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_]+)/g, '{$1}')}`).sort();

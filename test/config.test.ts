@@ -12,6 +12,8 @@ test('defaults without any variable', (t) => {
     databaseUrl: 'postgres://postgres@127.0.0.1:5432/hookstream',
     host: '127.0.0.1',
     port: 8080,
+    opsHost: '127.0.0.1',
+    opsPort: 9090,
     dataDir: '.hookstream',
     production: false,
     roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'],
@@ -53,6 +55,9 @@ test('values are read and parsed', (t) => {
   t.is(c.databaseUrl, 'postgresql://u:p@db:5433/x');
   t.is(c.host, '0.0.0.0');
   t.is(c.port, 9090);
+  t.is(c.opsHost, '127.0.0.1');
+  t.is(c.opsPort, 9090, 'no api role: PORT is not listened on, so OPS_PORT may equal it');
+  t.like(loadConfig({ OPS_HOST: '0.0.0.0', OPS_PORT: '0' }), { opsHost: '0.0.0.0', opsPort: 0 });
   t.is(c.dataDir, '/var/lib/hookstream');
   t.true(c.production);
   t.deepEqual(c.roles, ['delivery', 'router']);
@@ -90,6 +95,10 @@ const BAD: [string, string][] = [
   ['PORT', '-1'],
   ['PORT', '65536'],
   ['PORT', '1e3'],
+  ['OPS_PORT', 'metrics'],
+  ['OPS_PORT', '65536'],
+  // the API's default PORT on the same address
+  ['OPS_PORT', '8080'],
   ['HOOKSTREAM_MAX_IN_FLIGHT', '0'],
   ['HOOKSTREAM_MAX_IN_FLIGHT', '1001'],
   ['HOOKSTREAM_DELIVERY_SHARDS', '0'],
@@ -173,6 +182,17 @@ test('redactUrl hides the password of a valid URL and keeps the rest', (t) => {
   t.is(redactUrl('postgres://app:hunter2@db:5432/x'), 'postgres://app:***@db:5432/x');
   t.is(redactUrl('postgres://app@db:5432/x'), 'postgres://app@db:5432/x');
   t.false(redactUrl('postgres://app:pa/ss@db:bad/x').includes('ss'));
+});
+
+test('OPS_PORT may not take the API port on an address the API listens on', (t) => {
+  for (const env of [{ PORT: '9000', OPS_PORT: '9000' }, { HOST: '0.0.0.0', PORT: '9000', OPS_PORT: '9000' }, { PORT: '9000', OPS_HOST: '::', OPS_PORT: '9000' }]) {
+    const err = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.is(err.variable, 'OPS_PORT');
+  }
+  // Other addresses, free ports, or no api role in this process: no conflict.
+  t.is(loadConfig({ HOST: '10.0.0.5', PORT: '9000', OPS_PORT: '9000' }).opsPort, 9000);
+  t.is(loadConfig({ PORT: '0', OPS_PORT: '0' }).opsPort, 0);
+  t.is(loadConfig({ PORT: '9000', OPS_PORT: '9000', HOOKSTREAM_ROLES: 'delivery' }).opsPort, 9000);
 });
 
 test('every role name is accepted on its own', (t) => {
