@@ -1,7 +1,8 @@
-// A local receiver for trying hookstream out: prints each delivery and, given the endpoint's secret,
-// verifies its signature and timestamp as a Standard Webhooks receiver would.
+// A local receiver for trying hookstream out: prints each delivery and, given the endpoint's secret (v1)
+// or public key (v1a), verifies its signature and timestamp as a Standard Webhooks receiver would.
 import { createServer } from 'node:http';
-import { verifySignature } from '../../domain/signature.ts';
+import type { KeyObject } from 'node:crypto';
+import { ed25519VerifyKey, isPublicKey, verifySignature, verifySignatureV1a } from '../../domain/signature.ts';
 import { UsageError, type Command } from '../command.ts';
 
 const TOLERANCE_S = 5 * 60;
@@ -14,11 +15,12 @@ export const listen: Command = {
     '  --port N        port to listen on (default 9000)',
     '  --host H        address to listen on (default 127.0.0.1)',
     '  --secret S      the endpoint\'s whsec_ signing secret: verify every delivery (401 when it does not verify)',
+    '  --public-key K  the whpk_ public key of a v1a endpoint: verify its ed25519 signatures instead',
     '  --status N      HTTP status to answer with (default 204), e.g. 500 to watch retries',
     '',
     'With --json each delivery is printed as one JSON line. Stop with Ctrl-C.',
   ].join('\n'),
-  options: { port: { type: 'string' }, host: { type: 'string' }, secret: { type: 'string' }, status: { type: 'string' } },
+  options: { port: { type: 'string' }, host: { type: 'string' }, secret: { type: 'string' }, 'public-key': { type: 'string' }, status: { type: 'string' } },
   async run({ values, out }) {
     const port = Number(values['port'] ?? 9000);
     const status = Number(values['status'] ?? 204);
@@ -27,6 +29,11 @@ export const listen: Command = {
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UsageError('--port must be a whole number from 1 to 65535');
     if (!Number.isInteger(status) || status < 200 || status > 599) throw new UsageError('--status must be an HTTP status from 200 to 599');
     if (secret !== undefined && !secret.startsWith('whsec_')) throw new UsageError('--secret must be the whsec_ signing secret of the endpoint');
+    const publicKeyText = typeof values['public-key'] === 'string' ? values['public-key'] : undefined;
+    if (publicKeyText !== undefined && !isPublicKey(publicKeyText)) throw new UsageError('--public-key must be the whpk_ public key of a v1a endpoint');
+    if (secret !== undefined && publicKeyText !== undefined) throw new UsageError('give --secret (v1) or --public-key (v1a), not both');
+    // Imported once: the receiver verifies every delivery with it.
+    const publicKey: KeyObject | undefined = publicKeyText === undefined ? undefined : ed25519VerifyKey(publicKeyText);
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -35,11 +42,11 @@ export const listen: Command = {
         const id = String(req.headers['webhook-id'] ?? '');
         const ts = Number(req.headers['webhook-timestamp']);
         const sig = String(req.headers['webhook-signature'] ?? '');
-        let verdict = 'not verified (no --secret)';
+        let verdict = 'not verified (no --secret or --public-key)';
         let answer = status;
-        if (secret) {
+        if (secret || publicKey) {
           const fresh = Math.abs(Date.now() / 1000 - ts) <= TOLERANCE_S;
-          const valid = fresh && verifySignature(secret, sig, id, ts, body);
+          const valid = fresh && (publicKey ? verifySignatureV1a(publicKey, sig, id, ts, body) : verifySignature(secret!, sig, id, ts, body));
           verdict = valid ? 'signature valid' : fresh ? 'SIGNATURE INVALID' : 'TIMESTAMP TOO OLD';
           if (!valid) answer = 401;
         }
