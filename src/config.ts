@@ -2,6 +2,9 @@
 // value fails with a ConfigError naming the variable. Only the wiring (src/service.ts, the CLI) reads it.
 import { ConfigError } from './errors.ts';
 import { parseDuration } from './domain/duration.ts';
+import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
+import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
+import { DELIVERY_MAX_BODY } from '../streams/deliveries.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'] as const;
 export type Role = (typeof ROLES)[number];
@@ -31,6 +34,8 @@ export interface Config {
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
   replicas: number;
   rateLimitPerSecond: number;
+  /** Largest event body the router accepts; larger ones are rejected (too_large). */
+  maxEventBytes: number;
   masterKey: string | undefined;
   deadLetterPublicKey: string | undefined;
   deadLetterSecretKey: string | undefined;
@@ -60,6 +65,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
+  { name: 'HOOKSTREAM_MAX_EVENT_BYTES', default: String(DEFAULT_MAX_EVENT_BYTES), meaning: 'largest event body accepted, in bytes (at most 262144); larger events are rejected' },
   { name: 'HOOKSTREAM_MASTER_KEY', default: '(generated in development)', meaning: 'base64 32-byte key sealing signing secrets and keying webhook ids' },
   { name: 'HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY', default: '(generated in development)', meaning: 'base64 X25519 public key sealing dead letters' },
   { name: 'HOOKSTREAM_DEAD_LETTER_SECRET_KEY', default: '(generated in development)', meaning: 'base64 X25519 secret key opening dead letters (admin role only)' },
@@ -170,6 +176,8 @@ export function loadConfig(env: Env = process.env): Config {
     // JetStream allows at most 5 replicas.
     replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),
+    // EVENTS stores nothing larger, and the delivery body ({"type","data"} around it) must fit a DELIVERIES message.
+    maxEventBytes: int(env, 'HOOKSTREAM_MAX_EVENT_BYTES', DEFAULT_MAX_EVENT_BYTES, 1024, Math.min(EVENTS_MAX_MSG_SIZE, DELIVERY_MAX_BODY - 1024)),
     masterKey: env['HOOKSTREAM_MASTER_KEY'] || undefined,
     deadLetterPublicKey: env['HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY'] || undefined,
     deadLetterSecretKey: env['HOOKSTREAM_DEAD_LETTER_SECRET_KEY'] || undefined,

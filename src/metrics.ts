@@ -106,7 +106,8 @@ export function createServiceMetrics(registry = new Metrics()) {
   return {
     registry,
     eventsReceived: registry.counter('hookstream_events_received_total', 'Events read from the EVENTS stream'),
-    eventsRejected: registry.counter('hookstream_events_rejected_total', 'Events not delivered, by reason'),
+    eventsRejected: registry.counter('hookstream_events_rejected_total', 'Events not delivered, by reason (kept in REJECTED)'),
+    eventsRetried: registry.counter('hookstream_events_retried_total', 'Events handed back to be routed later: routing failed for a reason not their own'),
     deliveriesEnqueued: registry.counter('hookstream_deliveries_enqueued_total', 'Deliveries fanned out to endpoints'),
     attempts: registry.counter('hookstream_delivery_attempts_total', 'Delivery attempts, by event type'),
     acknowledged: registry.counter('hookstream_deliveries_acknowledged_total', 'Deliveries answered with 2xx, by event type'),

@@ -15,6 +15,7 @@ import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
 import { startEndpointProjector, waitForCheckpoint, type EndpointProjector } from '../projections/endpoints.ts';
 import { startRouter } from './router/router.ts';
+import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
@@ -124,6 +125,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (roles.has('router') && directory && publisher && webhookIds) {
       const router = await startRouter({
         js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
+        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
       });
       stops.push(() => router.stop());
     }

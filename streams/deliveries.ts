@@ -8,6 +8,10 @@ import { ensureStream, type DurableDefinition, type EnsureOptions } from './ensu
 import { ConfigError } from '../src/errors.ts';
 
 export const DELIVERIES_PREFIX = 'DELIVERIES_';
+/** Largest message a DELIVERIES stream stores, headers included. */
+export const DELIVERY_MAX_MSG_SIZE = 512 * 1024;
+/** Largest delivery body the router publishes: the rest is room for its headers (well under 1 KiB). */
+export const DELIVERY_MAX_BODY = DELIVERY_MAX_MSG_SIZE - 4 * 1024;
 
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
 export const DeliveryHeader = {
@@ -74,7 +78,7 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       description: shardDescription(shard, shards),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
-      max_msg_size: 512 * 1024,
+      max_msg_size: DELIVERY_MAX_MSG_SIZE,
       duplicate_window: nanos(2 * 60_000),
     }, opts);
   }

@@ -7,6 +7,13 @@ import { ensureConsumer, ensureStream, type EnsureOptions } from './ensure.ts';
 export const EVENTS_STREAM = 'EVENTS';
 export const EVENTS_SUBJECTS = 'events.>';
 export const ROUTER_CONSUMER = 'router';
+/** Largest message EVENTS stores (headers included): producers get an error for a larger event. */
+export const EVENTS_MAX_MSG_SIZE = 256 * 1024;
+/**
+ * Deliveries of one event to the router, at most. The router gives every event a verdict well before
+ * (src/router/verdict.ts); the bound is what stops an event that crashes it every time.
+ */
+export const ROUTER_MAX_DELIVER = 10;
 
 export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
 
@@ -18,7 +25,7 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
     max_age: nanos(7 * 24 * 3600_000),
-    max_msg_size: 256 * 1024,
+    max_msg_size: EVENTS_MAX_MSG_SIZE,
     // The minimum nats-server allows. Nats-Msg-Id dedupe here would span tenants (one tenant's id would
     // drop another's event); the router dedupes per tenant instead (src/router/dedupe.ts).
     duplicate_window: nanos(100),
@@ -30,6 +37,8 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
     filter_subject: EVENTS_SUBJECTS,
     // The router acks only after the fan-out is stored; a crashed router's events come back after this.
     ack_wait: nanos(30_000),
+    // No backoff: the router picks each retry's delay itself with nak(delay).
+    max_deliver: ROUTER_MAX_DELIVER,
     max_ack_pending: 4096,
   }, undefined, opts);
 }

@@ -5,6 +5,7 @@ import { ensureEndpointsStream } from './endpoints.ts';
 import { ensureDeliveryStreams } from './deliveries.ts';
 import { ensureDeadLetterStream } from './dead-letters.ts';
 import { ensureAttemptsStream } from './attempts.ts';
+import { ensureRejectedStream } from './rejected.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import type { EnsureOptions } from './ensure.ts';
 
@@ -16,6 +17,7 @@ export async function ensureStreams(jsm: JetStreamManager, opts: { shards: numbe
     await ensureDeliveryStreams(jsm, opts.shards, o);
     await ensureDeadLetterStream(jsm, opts.shards, o);
     await ensureAttemptsStream(jsm, opts.retrySchedule, o);
+    await ensureRejectedStream(jsm, o);
   } catch (e) {
     throw startupError(e);
   }

@@ -24,6 +24,7 @@ test('defaults without any variable', (t) => {
     maxInFlightPerEndpoint: 16,
     deliveryShards: 128,
     rateLimitPerSecond: 100,
+    maxEventBytes: 262_144,
     masterKey: undefined,
     deadLetterPublicKey: undefined,
     deadLetterSecretKey: undefined,
@@ -49,6 +50,7 @@ test('values are read and parsed', (t) => {
     HOOKSTREAM_DATA_DIR: '/var/lib/hookstream', NODE_ENV: 'production', HOOKSTREAM_ROLES: ' delivery , router,delivery',
     HOOKSTREAM_RETRY_SCHEDULE: '500ms, 1.5s,2m,1d', HOOKSTREAM_ATTEMPT_TIMEOUT: '5m', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: 'TRUE',
     HOOKSTREAM_MAX_IN_FLIGHT: '1', HOOKSTREAM_DELIVERY_SHARDS: '256', HOOKSTREAM_RATE_LIMIT: '5', HOOKSTREAM_LOG_LEVEL: 'debug',
+    HOOKSTREAM_MAX_EVENT_BYTES: '65536',
     NATS_USER: 'svc', NATS_PASSWORD: 'pw',
   });
   t.is(c.natsUrl, 'nats://a:4222,tls://b:4443');
@@ -67,6 +69,7 @@ test('values are read and parsed', (t) => {
   t.is(c.maxInFlightPerEndpoint, 1);
   t.is(c.deliveryShards, 256);
   t.is(c.rateLimitPerSecond, 5);
+  t.is(c.maxEventBytes, 65_536);
   t.is(c.logLevel, 'debug');
   t.is(c.natsUser, 'svc');
   t.is(c.natsPassword, 'pw');
@@ -105,6 +108,10 @@ const BAD: [string, string][] = [
   ['HOOKSTREAM_DELIVERY_SHARDS', '257'],
   ['HOOKSTREAM_RATE_LIMIT', 'lots'],
   ['HOOKSTREAM_RATE_LIMIT', '0'],
+  ['HOOKSTREAM_MAX_EVENT_BYTES', '1023'],
+  // above the EVENTS stream's max_msg_size: such events could never be stored
+  ['HOOKSTREAM_MAX_EVENT_BYTES', '262145'],
+  ['HOOKSTREAM_MAX_EVENT_BYTES', '256k'],
   // flags
   ['HOOKSTREAM_ALLOW_PRIVATE_TARGETS', 'maybe'],
   ['HOOKSTREAM_ALLOW_PRIVATE_TARGETS', '2'],

@@ -125,12 +125,14 @@ test('a dead endpoint does not hold back a healthy one', async (t) => {
   t.true(dead.received.length < count, 'the hanging endpoint is limited to its own in-flight slots');
 });
 
-test('bad events are counted and skipped, and the router goes on', async (t) => {
+test('bad events are counted, kept in REJECTED and skipped, and the router goes on', async (t) => {
   const r = await receiver();
   const tenant = 'tenant_bad' as TenantId;
   await h.store.create(tenant, { url: r.url, events: ['*'] });
   const rejected = (reason: string) => h.service.metrics.eventsRejected.get({ reason });
-  const before = { unknown: rejected('unknown_event'), json: rejected('not_json_object'), data: rejected('invalid_data') };
+  const before = {
+    unknown: rejected('unknown_event'), json: rejected('invalid_json'), object: rejected('not_an_object'), data: rejected('invalid_data'),
+  };
   await publish(tenant, 'user.exploded', { userId: 'user_1' });
   await publish(tenant, 'user.updated', 'not json');
   await publish(tenant, 'user.updated', '[1,2]');
@@ -141,7 +143,11 @@ test('bad events are counted and skipped, and the router goes on', async (t) => 
   t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_ok' } });
   await eventually(() => (rejected('invalid_data') - before.data === 2 ? true : undefined), 5000, 'rejections counted');
   t.is(rejected('unknown_event') - before.unknown, 1);
-  t.is(rejected('not_json_object') - before.json, 2);
+  t.is(rejected('invalid_json') - before.json, 1);
+  t.is(rejected('not_an_object') - before.object, 1);
+  // Each is kept, with its reason, for operators.
+  const kept = await h.service.jsm.streams.info('REJECTED', { subjects_filter: `rejected.tenant.${tenant}` });
+  t.is(kept.state.subjects?.[`rejected.tenant.${tenant}`], 5);
   t.is(r.received.length, 1);
 });
 

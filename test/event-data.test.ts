@@ -1,6 +1,8 @@
 // What a producer publishes to events.<tenant>.<event name> and what parseEvent makes of it.
 import test from 'ava';
-import { parseEvent, type ParsedEvent } from '../src/domain/event-data.ts';
+import {
+  DEFAULT_EVENT_LIMITS, encodeDelivery, jsonDepth, parseEvent, RejectionReason, type ParsedEvent,
+} from '../src/domain/event-data.ts';
 
 const body = (text: string) => new TextEncoder().encode(text);
 
@@ -49,11 +51,21 @@ for (const subject of BAD_SUBJECTS) {
   });
 }
 
-const NOT_OBJECTS = ['[]', '[{"userId":"user_1"}]', 'null', '42', '"user_1"', 'true', '', 'not json', '{"userId":', '{} {}'];
+const NOT_OBJECTS = ['[]', '[{"userId":"user_1"}]', 'null', '42', '"user_1"', 'true'];
 
 for (const text of NOT_OBJECTS) {
   test(`body ${JSON.stringify(text)} is not a JSON object`, (t) => {
-    t.is(rejected(t, parseEvent('events.t1.user.updated', body(text))).reason, 'not_json_object');
+    t.is(rejected(t, parseEvent('events.t1.user.updated', body(text))).reason, 'not_an_object');
+  });
+}
+
+const NOT_JSON = ['', 'not json', '{"userId":', '{} {}', '{"a":1,}', "{'a':1}"];
+
+for (const text of NOT_JSON) {
+  test(`body ${JSON.stringify(text)} is not JSON, and the detail does not quote it`, (t) => {
+    const r = rejected(t, parseEvent('events.t1.user.updated', body(text)));
+    t.is(r.reason, 'invalid_json');
+    t.is(r.detail, 'body is not JSON');
   });
 }
 
@@ -88,4 +100,88 @@ test('the userId rule is for user.created only', (t) => {
   for (const type of ['user.updated', 'user.deleted', 'organization.created', 'organizationInvitation.accepted']) {
     t.true(parseEvent(`events.t1.${type}`, body('{}')).ok, type);
   }
+});
+
+// ---- limits: checked before the body is parsed ----
+
+const deep = (levels: number, inner = '1') => `{"a":${'['.repeat(levels - 1)}${inner}${']'.repeat(levels - 1)}}`;
+
+test('a body over the size limit is too_large, whatever it holds', (t) => {
+  const limits = { maxBytes: 1024, maxDepth: 64 };
+  const exact = `{"p":"${'x'.repeat(1024 - 8)}"}`;
+  t.is(exact.length, 1024);
+  t.true(parseEvent('events.t1.user.updated', body(exact), limits).ok, 'exactly the limit passes');
+  const over = `{"p":"${'x'.repeat(1024 - 7)}"}`;
+  const r = rejected(t, parseEvent('events.t1.user.updated', body(over), limits));
+  t.is(r.reason, 'too_large');
+  t.regex(r.detail, /1025 bytes; the limit is 1024/);
+  // Size first: a bad subject or name does not hide it.
+  t.is(rejected(t, parseEvent('nonsense', body(over), limits)).reason, 'too_large');
+  // The default is 256 KiB.
+  t.is(DEFAULT_EVENT_LIMITS.maxBytes, 262_144);
+  t.is(rejected(t, parseEvent('events.t1.user.updated', new Uint8Array(262_145))).reason, 'too_large');
+});
+
+test('nesting deeper than 64 is too_deep; 64 passes', (t) => {
+  t.true(parseEvent('events.t1.user.updated', body(deep(64))).ok);
+  const r = rejected(t, parseEvent('events.t1.user.updated', body(deep(65))));
+  t.is(r.reason, 'too_deep');
+  t.is(r.detail, 'body nests deeper than 64 levels');
+});
+
+test('100,000 levels in ~200 KB are too_deep, without reaching JSON.parse', (t) => {
+  const text = deep(100_000);
+  t.true(text.length > 190_000 && text.length < 262_144);
+  const parse = JSON.parse;
+  let parsed = 0;
+  JSON.parse = ((...args: Parameters<typeof JSON.parse>) => { parsed++; return parse(...args); }) as typeof JSON.parse;
+  try {
+    t.is(rejected(t, parseEvent('events.t1.user.updated', body(text))).reason, 'too_deep');
+  } finally {
+    JSON.parse = parse;
+  }
+  t.is(parsed, 0);
+});
+
+test('brackets inside strings, and escaped quotes, do not count as nesting', (t) => {
+  const tricky = JSON.stringify({ s: '[[[[{{{{'.repeat(100), q: 'a\\"[[[[\\\\', t: '\\\\"' , n: [[1]] });
+  t.is(jsonDepth(body(tricky)), 3);
+  const parsed = parseEvent('events.t1.user.updated', body(tricky));
+  t.true(parsed.ok);
+  t.is(jsonDepth(body('{"a":"\\\\"}')), 1, 'an escaped backslash before the closing quote');
+  t.is(jsonDepth(body('[{"a":[{}]},[[]]]')), 4);
+  t.is(jsonDepth(body('"[[[["')), 0);
+});
+
+test('invalid UTF-8 is invalid_utf8 (not decoded to replacement characters)', (t) => {
+  const bytes = new Uint8Array(200_000);
+  bytes.set(body('{"a":"'));
+  bytes.fill(0xff, 6, 199_998);
+  bytes.set(body('"}'), 199_998);
+  const r = rejected(t, parseEvent('events.t1.user.updated', bytes));
+  t.is(r.reason, 'invalid_utf8');
+  for (const bad of [[0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80] /* a surrogate */, [0xc0, 0xaf] /* overlong */]) {
+    const b = new Uint8Array([...body('{"a":"'), ...bad, ...body('"}')]);
+    t.is(rejected(t, parseEvent('events.t1.user.updated', b)).reason, 'invalid_utf8', JSON.stringify(bad));
+  }
+  t.true(parseEvent('events.t1.user.updated', body('{"a":"ünï ✓ 😀"}')).ok);
+});
+
+test('reasons are the documented vocabulary', (t) => {
+  t.deepEqual(Object.values(RejectionReason).sort(), [
+    'bad_subject', 'invalid_data', 'invalid_json', 'invalid_utf8', 'not_an_object', 'route_failed', 'too_deep', 'too_large', 'unknown_event',
+  ]);
+});
+
+test('the delivery body is {type, data}, and one that re-encodes too large is too_large', (t) => {
+  const ok = encodeDelivery('user.updated', { a: 1 }, 100);
+  t.true(ok.ok && ok.body.toString() === '{"type":"user.updated","data":{"a":1}}');
+  // 5 bytes per number in, 22 out: re-encoding can grow a body four-fold.
+  const text = `{"n":[${Array(40_000).fill('1e20').join(',')}]}`;
+  t.true(text.length < 262_144);
+  const parsed = parseEvent('events.t1.user.updated', body(text));
+  if (!parsed.ok) return t.fail(parsed.detail);
+  const r = encodeDelivery(parsed.type, parsed.data, 512 * 1024 - 4096);
+  t.false(r.ok);
+  if (!r.ok) t.is(r.reason, 'too_large');
 });

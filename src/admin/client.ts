@@ -8,7 +8,8 @@ import { describe, ErrorCode, HookstreamError, UnreachableError } from '../error
 import {
   AdminSubject, isAdminErrorReply, type AdminErrorCode, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
-  type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut,
+  type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type RejectedEventShowIn, type RejectedEventShowOut,
+  type RejectedEventsListIn, type RejectedEventsListOut,
 } from './protocol.ts';
 
 const SERVICE_CODE: Record<AdminErrorCode | 'unavailable', ErrorCode> = {
@@ -42,6 +43,8 @@ export interface AdminClient {
   replayDeadLetter(req: DeadLetterReplayIn): Promise<DeadLetterReplayOut>;
   replayDeadLetters(req: DeadLettersReplayManyIn): Promise<DeadLettersReplayManyOut>;
   showDelivery(req: DeliveryShowIn): Promise<DeliveryShowOut>;
+  listRejectedEvents(req: RejectedEventsListIn): Promise<RejectedEventsListOut>;
+  showRejectedEvent(req: RejectedEventShowIn): Promise<RejectedEventShowOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -84,6 +87,8 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     replayDeadLetter: (req) => call(AdminSubject.DeadLettersReplay, req),
     replayDeadLetters: (req) => call(AdminSubject.DeadLettersReplayMany, req),
     showDelivery: (req) => call(AdminSubject.DeliveriesShow, req),
+    listRejectedEvents: (req) => call(AdminSubject.EventsRejected, req),
+    showRejectedEvent: (req) => call(AdminSubject.EventsRejectedShow, req),
     raw,
   };
 }

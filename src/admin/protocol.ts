@@ -12,6 +12,8 @@ export const AdminSubject = {
   DeadLettersReplay: 'admin.dead_letters.replay',
   DeadLettersReplayMany: 'admin.dead_letters.replay_many',
   DeliveriesShow: 'admin.deliveries.show',
+  EventsRejected: 'admin.events.rejected',
+  EventsRejectedShow: 'admin.events.rejected.show',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -64,6 +66,18 @@ export interface DeadLettersReplayManyIn extends Omit<DeadLetterFilterIn, 'statu
 export interface DeliveryShowIn {
   webhook_id: string;
   endpoint: string;
+}
+
+/** Rejected events, newest first. */
+export interface RejectedEventsListIn {
+  tenant?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface RejectedEventShowIn {
+  /** The record's `seq` in REJECTED, as listed. */
+  seq: number;
 }
 
 // ---- replies ----
@@ -161,3 +175,41 @@ export interface DeliveryShowOut {
 
 export const isAdminErrorReply = (x: unknown): x is AdminErrorReply =>
   typeof x === 'object' && x !== null && 'error' in x && typeof (x as AdminErrorReply).error?.code === 'string';
+
+/** A rejected event without its body (the body is tenant data: only `admin.events.rejected.show` returns it). */
+export interface RejectedEventOut {
+  /** Sequence in the REJECTED stream: what `admin.events.rejected.show` takes. */
+  seq: number;
+  rejected_at: string;
+  reason: string;
+  detail: string;
+  /** The subject the producer published to. */
+  subject: string;
+  /** From the subject; null when the subject holds no valid tenant id. */
+  tenant: string | null;
+  /** From the subject, as published (it may be unknown: see reason). */
+  event: string | null;
+  events_seq: number | null;
+  event_time: string | null;
+  /** How many times the router had been given the event. */
+  deliveries: number | null;
+  /** The original body's size in bytes. */
+  size: number | null;
+  /** Whether the stored body is only the first HOOKSTREAM_MAX_EVENT_BYTES of it. */
+  truncated: boolean;
+  producer_msg_id: string | null;
+}
+
+export interface RejectedEventsListOut {
+  data: RejectedEventOut[];
+  /** Pass as `cursor` for older records; null when none are left. May come with fewer than `limit` records. */
+  next_cursor: string | null;
+}
+
+export interface RejectedEventShowOut {
+  rejected: RejectedEventOut;
+  /** The stored body, exactly (base64). */
+  body_base64: string;
+  /** The same body as text when it is valid UTF-8, else null. */
+  body_text: string | null;
+}

@@ -154,3 +154,41 @@ export function parseDeliveryRequest(body: Body): { webhookId: string; endpoint:
   if (!isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
   return { webhookId, endpoint };
 }
+
+/** Page cursor of rejected events: base64url JSON of the REJECTED sequence the next page starts below. */
+export const encodeRejectedCursor = (before: number): string => Buffer.from(JSON.stringify({ before })).toString('base64url');
+
+function decodeRejectedCursor(text: string): number {
+  let x: unknown;
+  try { x = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')); } catch { x = undefined; }
+  const before = (x as { before?: unknown } | undefined)?.before;
+  if (typeof before !== 'number' || !Number.isSafeInteger(before) || before < 1) throw badRequest('cursor is not one this service handed out');
+  return before;
+}
+
+export interface RejectedQuery {
+  tenant?: string;
+  limit: number;
+  /** Only records below this REJECTED sequence (from the cursor). */
+  before?: number;
+}
+
+export function parseRejectedListRequest(body: Body): RejectedQuery {
+  onlyFields(body, ['tenant', 'limit', 'cursor']);
+  const q: RejectedQuery = { limit: limitOf(body, DEFAULT_PAGE) };
+  const tenant = optionalString(body, 'tenant');
+  if (tenant !== undefined) {
+    if (!isTenantId(tenant)) throw badRequest(`tenant must be ${TENANT_ID_RULE}`);
+    q.tenant = tenant;
+  }
+  const cursor = optionalString(body, 'cursor');
+  if (cursor !== undefined) q.before = decodeRejectedCursor(cursor);
+  return q;
+}
+
+export function parseRejectedShowRequest(body: Body): { seq: number } {
+  onlyFields(body, ['seq']);
+  const seq = body['seq'];
+  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) throw badRequest('seq must be a whole number from 1 (the seq of a listed rejected event)');
+  return { seq };
+}

@@ -12,9 +12,11 @@ import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { adminCode, createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
+import { createRejectedEvents } from './rejected-events.ts';
 import { ADMIN_QUEUE, ADMIN_SUBJECTS, AdminSubject, type AdminErrorReply } from './protocol.ts';
 import {
-  parseBody, parseDeliveryRequest, parseListRequest, parseReplayManyRequest, parseReplayRequest, parseShowRequest,
+  parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
+  parseReplayRequest, parseShowRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -47,6 +49,7 @@ export async function startAdmin(deps: {
   const opener = await createDeadLetterOpener(deps.deadLetterSecretKey);
   const deadLetters = createDeadLetters({ ...deps, opener });
   const deliveries = createDeliveryStates(deps);
+  const rejected = createRejectedEvents(deps);
 
   const handlers: Record<string, Handler> = {
     [AdminSubject.DeadLettersList]: (b) => { const q = parseListRequest(b); return deadLetters.list(q.filter, q.page); },
@@ -54,6 +57,8 @@ export async function startAdmin(deps: {
     [AdminSubject.DeadLettersReplay]: (b) => { const q = parseReplayRequest(b); return deadLetters.replay(q.id, { force: q.force }); },
     [AdminSubject.DeadLettersReplayMany]: (b) => { const q = parseReplayManyRequest(b); return deadLetters.replayMany(q.filter, q.page); },
     [AdminSubject.DeliveriesShow]: (b) => { const q = parseDeliveryRequest(b); return deliveries.show(q.webhookId, q.endpoint); },
+    [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
+    [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
   };
 
   async function answer(m: Msg): Promise<unknown> {

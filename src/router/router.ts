@@ -5,9 +5,9 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
-import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
 import { matchesAny } from '../domain/catalogue.ts';
-import { parseEvent } from '../domain/event-data.ts';
+import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
@@ -16,6 +16,7 @@ import { describe } from '../errors.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
+import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -36,6 +37,8 @@ export async function startRouter(deps: {
   metrics: ServiceMetrics;
   /** Webhook ids from the event's place in EVENTS, so a redelivered event gets the same id. */
   webhookIds: WebhookIdCodec;
+  /** Checked on every event before anything else (HOOKSTREAM_MAX_EVENT_BYTES, nesting depth). */
+  limits: EventLimits;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -55,16 +58,40 @@ export async function startRouter(deps: {
   let inFlight = 0;
   let slotFreed: (() => void) | undefined;
   const publishesDone = new Set<Promise<void>>();
+  const verdicts = createVerdicts({ publisher, maxEventBytes: deps.limits.maxBytes, log, metrics });
 
+  // Fan-outs and rejections (a publish to REJECTED) hold slots until JetStream answers; stop() waits for them.
+  const track = (work: Promise<void>, slots: number): Promise<void> => {
+    inFlight += slots;
+    const done = work.finally(() => {
+      inFlight -= slots;
+      publishesDone.delete(done);
+      slotFreed?.();
+    });
+    publishesDone.add(done);
+    return done;
+  };
+  const reject = (m: JsMsg, reason: RejectionReason, detail: string) => track(verdicts.reject(m, reason, detail), 1);
+
+  // Every event leaves with a verdict: acked (routed), rejected (stored in REJECTED, terminated), or
+  // handed back with nak(delay) when the failure was not its fault.
   const route = (m: JsMsg): Promise<void> | undefined => {
     metrics.eventsReceived.inc();
-    const parsed = parseEvent(m.subject, m.data);
-    if (!parsed.ok) {
-      metrics.eventsRejected.inc({ reason: parsed.reason });
-      log.warn('event rejected', { subject: m.subject, seq: m.seq, reason: parsed.reason, detail: parsed.detail });
-      m.term();
-      return undefined;
+    // Back this often without a verdict: the router kept failing or stopping on it. No further try.
+    if (m.info.deliveryCount > LAST_ROUTING_DELIVERY) {
+      return reject(m, RejectionReason.RouteFailed, `no verdict after ${m.info.deliveryCount - 1} deliveries`);
     }
+    try {
+      return fanOut(m);
+    } catch (e) {
+      // Thrown while checking, matching or encoding this event: its own doing, a retry would throw again.
+      return reject(m, RejectionReason.RouteFailed, exceptionDetail(e));
+    }
+  };
+
+  const fanOut = (m: JsMsg): Promise<void> | undefined => {
+    const parsed = parseEvent(m.subject, m.data, deps.limits);
+    if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
     const targets = [...directory.activeFor(parsed.tenant as TenantId)].filter((e) => matchesAny(e.events, parsed.type));
     if (targets.length === 0) {
       m.ack();
@@ -73,33 +100,32 @@ export async function startRouter(deps: {
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     // Encoded once for the whole fan-out, not once per target.
-    const body = Buffer.from(JSON.stringify({ type: parsed.type, data: parsed.data }));
-    const publishes = targets.map((endpoint) => {
+    const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
+    if (!encoded.ok) return reject(m, encoded.reason, encoded.detail);
+    const body = encoded.body;
+    // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
+    const prepared = targets.map((endpoint) => {
       const h = natsHeaders();
       h.set(DeliveryHeader.WebhookId, webhookId);
       h.set(DeliveryHeader.Event, parsed.type);
       h.set(DeliveryHeader.Tenant, parsed.tenant);
       h.set(DeliveryHeader.Endpoint, endpoint.id);
       h.set(MSG_ID_HEADER, fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id));
-      return publisher.publish(deliveryAddress(endpoint.id, deps.shards).subject, body, h);
+      return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
     });
-    inFlight += publishes.length;
-    const done = Promise.all(publishes).then(
+    const publishes = prepared.map(({ subject, h }) => publisher.publish(subject, body, h));
+    return track(Promise.all(publishes).then(
       () => {
         metrics.deliveriesEnqueued.inc({}, publishes.length);
         m.ack();
       },
       (e: unknown) => {
-        // Not acked: the event comes back after the consumer's ack wait; duplicates are dropped by msgID.
-        log.warn('fan-out failed, event will be retried', { subject: m.subject, seq: m.seq, reason: describe(e) });
+        if (isEventsFault(e)) return verdicts.reject(m, RejectionReason.TooLarge, describe(e));
+        // NATS's trouble, not the event's: it comes back after a delay; duplicates are dropped by msgID.
+        verdicts.retry(m, `fan-out failed: ${describe(e)}`);
+        return undefined;
       },
-    ).finally(() => {
-      inFlight -= publishes.length;
-      publishesDone.delete(done);
-      slotFreed?.();
-    });
-    publishesDone.add(done);
-    return done;
+    ), publishes.length);
   };
 
   // A pump takes events off the consumer as they arrive and stamps them, so one directory sync covers
@@ -139,7 +165,8 @@ export async function startRouter(deps: {
         route(m);
         while (inFlight >= MAX_PUBLISHES_IN_FLIGHT) await new Promise<void>((r) => (slotFreed = r));
       } catch (e) {
-        log.error('routing failed, event will be retried', { subject: m.subject, seq: m.seq, reason: describe(e) });
+        // route() catches its own exceptions: this is the directory sync, NATS's trouble, not the event's.
+        verdicts.retry(m, `routing failed: ${describe(e)}`);
       }
     }
   })();

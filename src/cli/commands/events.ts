@@ -1,7 +1,10 @@
+// `hookstream events publish` (as a producer) and `events rejected` (a thin client of admin.events.rejected*).
 import { headers as natsHeaders } from '@nats-io/nats-core';
+import { withAdminClient } from '../../admin/client.ts';
+import type { RejectedEventOut } from '../../admin/protocol.ts';
 import { isEventName } from '../../domain/catalogue.ts';
 import { eventSubject } from '../../../streams/events.ts';
-import { requireString, requireTenant, UsageError, type Command } from '../command.ts';
+import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
 import { withNats } from '../context.ts';
 
 export const eventsPublish: Command = {
@@ -32,5 +35,73 @@ export const eventsPublish: Command = {
     });
     out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () =>
       `published ${type} for ${tenant} (EVENTS #${ack.seq}${ack.duplicate ? ', duplicate ignored' : ''})`);
+  },
+};
+
+/** Bytes of a body printed for people by --show; --json carries all of it. */
+const SHOWN_BODY = 4096;
+
+const rejectedTable = (rows: RejectedEventOut[]) => table(
+  ['SEQ', 'REJECTED AT', 'REASON', 'TENANT', 'EVENT', 'SIZE', 'EVENTS SEQ', 'DETAIL'],
+  rows.map((r) => [r.seq, r.rejected_at, r.reason, r.tenant, r.event, r.size, r.events_seq, r.detail.length > 60 ? `${r.detail.slice(0, 59)}…` : r.detail]),
+);
+
+export const eventsRejected: Command = {
+  name: 'events rejected',
+  summary: 'List the events the router rejected (kept 7 days), newest first, or show one with its body',
+  help: [
+    'Options:',
+    '  --tenant T     only this tenant',
+    '  --limit N      page size, 1-500 (default 50)',
+    '  --cursor C     the page after the one that printed C',
+    '  --all          every page',
+    '  --show SEQ     one rejected event with its body (tenant data: each showing is logged by the admin role)',
+    '',
+    'The list gives the reason, the subject, the size and where the event was in EVENTS, never the body.',
+    'Asks the admin subject (admin.events.rejected, admin.events.rejected.show) as the operator user.',
+  ].join('\n'),
+  options: { tenant: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' }, all: { type: 'boolean' }, show: { type: 'string' } },
+  async run({ values, out }) {
+    const show = values['show'];
+    if (show !== undefined) {
+      if (typeof show !== 'string' || !/^\d+$/.test(show) || Number(show) < 1) throw new UsageError('--show takes the SEQ of a listed rejected event');
+      const r = await withAdminClient((admin) => admin.showRejectedEvent({ seq: Number(show) }));
+      const e = r.rejected;
+      const bytes = Buffer.from(r.body_base64, 'base64');
+      const text = r.body_text === null ? `(not UTF-8; ${bytes.length} bytes, base64 with --json)` : r.body_text;
+      const shown = text.length > SHOWN_BODY ? `${text.slice(0, SHOWN_BODY)}\n… (${bytes.length} bytes stored; all of it with --json)` : text;
+      out.data(r, () => [
+        `rejected event ${e.seq}: ${e.reason}`,
+        `  detail:        ${e.detail}`,
+        `  subject:       ${e.subject}`,
+        `  tenant:        ${e.tenant ?? '-'}`,
+        `  EVENTS seq:    ${e.events_seq ?? '-'}${e.event_time ? ` (stored ${e.event_time})` : ''}`,
+        `  rejected at:   ${e.rejected_at} after ${e.deliveries ?? '?'} deliver${e.deliveries === 1 ? 'y' : 'ies'}`,
+        `  size:          ${e.size ?? '?'} bytes${e.truncated ? ' (only the first part is kept)' : ''}`,
+        `  producer id:   ${e.producer_msg_id ?? '-'}`,
+        '',
+        shown,
+      ].join('\n'));
+      return;
+    }
+    const tenant = values['tenant'] === undefined ? undefined : requireTenant(values);
+    const limitRaw = values['limit'];
+    if (limitRaw !== undefined && (typeof limitRaw !== 'string' || !/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 500)) {
+      throw new UsageError('--limit must be a whole number from 1 to 500');
+    }
+    const limit = limitRaw === undefined ? undefined : Number(limitRaw);
+    const cursor = typeof values['cursor'] === 'string' ? values['cursor'] : undefined;
+    const { data, next } = await withAdminClient(async (admin) => {
+      const rows: RejectedEventOut[] = [];
+      let c = cursor;
+      for (;;) {
+        const page = await admin.listRejectedEvents({ ...(tenant ? { tenant } : {}), ...(limit ? { limit } : {}), ...(c ? { cursor: c } : {}) });
+        rows.push(...page.data);
+        c = page.next_cursor ?? undefined;
+        if (!c || values['all'] !== true) return { data: rows, next: page.next_cursor };
+      }
+    });
+    out.data({ data, next_cursor: next }, () => (data.length ? rejectedTable(data) : 'no rejected events'));
+    if (next) out.info(`more: --cursor ${next}`);
   },
 };

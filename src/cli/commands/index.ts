@@ -2,7 +2,7 @@
 import type { Command } from '../command.ts';
 import { serve } from './serve.ts';
 import { endpointsCreate } from './endpoints.ts';
-import { eventsPublish } from './events.ts';
+import { eventsPublish, eventsRejected } from './events.ts';
 import { keysGenerate } from './keys.ts';
 import { listen } from './listen.ts';
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
@@ -10,5 +10,5 @@ import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-lett
 import { deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild } from './projections.ts';
 
-export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, eventsPublish, listen,
+export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, eventsPublish, eventsRejected, listen,
   deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate];
