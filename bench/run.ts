@@ -211,6 +211,8 @@ interface EndpointPlan {
   url: string;
   port: number;
   events: EventName[];
+  /** v1a endpoints sign with ed25519 (issue 11); absent: v1. */
+  scheme?: 'v1a';
 }
 
 interface Group {
@@ -280,7 +282,7 @@ async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]
   const started = performance.now();
   await Promise.all(Array.from({ length: 64 }, async () => {
     for (let item = queue.pop(); item; item = queue.pop()) {
-      await store.create(item[0].tenant as TenantId, { url: item[0].url, events: item[0].events });
+      await store.create(item[0].tenant as TenantId, { url: item[0].url, events: item[0].events, signature_scheme: item[0].scheme });
       if (++made % 2000 === 0) progress(`${name}: ${made}/${endpoints.length} endpoints created`);
     }
   }));
@@ -460,12 +462,12 @@ function cpuMeter(group: Group, receivers: Receivers): () => string {
   };
 }
 
-async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number): Promise<{ rate: number; cpu: string }> {
+async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number, prefix = 't'): Promise<{ rate: number; cpu: string }> {
   const events = Math.ceil(deliveries / perTenant);
   const total = events * perTenant;
   const meter = cpuMeter(group, receivers);
   const started = wallNow();
-  const publishing = publishBurst(group.js, (i) => `events.t${i % tenants}.user.updated`, events, label);
+  const publishing = publishBurst(group.js, (i) => `events.${prefix}${i % tenants}.user.updated`, events, label);
   await waitForCount(receivers, label, total, 300_000, label);
   await publishing;
   const cpu = meter();
@@ -507,7 +509,12 @@ async function interleaved(group: Group, receivers: Receivers, endpoints: Endpoi
 
 async function groupSmall(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
   const endpoints = plan(10, 10, receivers.ports, 't');
-  const group = await startGroup('e100', opts, endpoints);
+  // The v1a share (issue 11): 100 more endpoints of the same shape (tenants a0..a9, same ports) that sign
+  // with ed25519. They receive only the v1a throughput runs; every other phase publishes to t-tenants.
+  const v1aEndpoints = opts.only.has('throughput')
+    ? plan(10, 10, receivers.ports, 'a', endpoints.length).map((e): EndpointPlan => ({ ...e, scheme: 'v1a' }))
+    : [];
+  const group = await startGroup('e100', opts, [...endpoints, ...v1aEndpoints]);
   group.service = await startServiceProcess(group, opts);
   progress(`e100: service ready in ${fmt(group.service.readyMs / 1000)} s`);
 
@@ -526,6 +533,20 @@ async function groupSmall(opts: Options, size: Size, receivers: Receivers, figur
     row('ceiling', `${fmt(m.ceiling, 0)}/s`, `signed POSTs, ${opts.ceilingConcurrency} in flight, ${receivers.ports.length} ports; cpu: ${m.cpuCeiling}`);
     row('throughput_100', `${fmt(m.throughput, 0)}/s`, `cpu: ${m.cpu}`);
     row('ratio_100', fmt(m.ratio, 2), `median of rounds ${m.detail} (target ≥ 0.5)`);
+
+    // v1a beside v1: the same burst shape to the 100 ed25519 endpoints, right after the v1 rounds; its
+    // ratio is to the same (HMAC-signing) ceiling, so it shows what ed25519 costs on the whole path.
+    progress('v1a: warming up, then the same rounds to the 100 v1a endpoints');
+    await throughputRun(group, receivers, 2000, 'warm100a', 10, 10, 'a');
+    const rates: number[] = [];
+    for (let r = 0; r < size.rounds; r++) {
+      rates.push((await throughputRun(group, receivers, Math.ceil(size.deliveries100 / size.rounds), `tp100a-${r}`, 10, 10, 'a')).rate);
+    }
+    const v1a = percentile([...rates].sort((a, b) => a - b), 0.5);
+    figures['throughput_100_v1a'] = round(v1a, 0);
+    figures['ratio_100_v1a'] = round(v1a / m.ceiling, 3);
+    row('throughput_100_v1a', `${fmt(v1a, 0)}/s`, `v1a (ed25519) endpoints, median of ${rates.map((x) => fmt(x, 0)).join(', ')}; v1: ${fmt(m.throughput, 0)}/s`);
+    row('ratio_100_v1a', fmt(v1a / m.ceiling, 2), 'to the v1 ceiling above');
   }
 
   // Steady phases: event i goes to tenant i%10 with the org event that exactly one endpoint there takes,
@@ -649,7 +670,7 @@ async function groupLarge(opts: Options, size: Size, receivers: Receivers, figur
 // ---------------------------------------------------------------------------------------------------
 
 const KEYS = [
-  'throughput_100', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
+  'throughput_100', 'throughput_100_v1a', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_100_v1a', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
   'publish_p99_ms_healthy', 'publish_p99_ms_degraded', 'publish_isolation_ratio', 'endpoint_isolation_ratio',
   'fanout_1000_ms', 'startup_10000_s', 'rss_10000_mb', 'idle_cpu_10000_pct',
 ] as const;
