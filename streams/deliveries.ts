@@ -21,6 +21,11 @@ export const DeliveryHeader = {
   Endpoint: 'hookstream-endpoint',
   /** Set on a replayed dead letter: how many times it was replayed. */
   Replay: 'hookstream-replay',
+  /**
+   * The endpoint's version (ENDPOINTS sequence) the router saw when it routed the event: the delivery
+   * role drops a delivery routed before the endpoint's latest restore (it was routed before a delete).
+   */
+  EndpointVersion: 'hookstream-endpoint-version',
 } as const;
 
 /** FNV-1a: a stable, fast spread of endpoint ids over shards. */

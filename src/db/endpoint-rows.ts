@@ -3,8 +3,11 @@
 import type { EndpointState } from '../domain/endpoint.ts';
 import type { EndpointRecord } from './entities.ts';
 
-/** An endpoint as the projection holds it: the fold's state without secrets (they never reach Postgres). */
-export type EndpointRow = Omit<EndpointState, 'secrets'>;
+/**
+ * An endpoint as the projection holds it: the fold's state without secrets (they never reach Postgres)
+ * and without activeSince (only the delivery role needs it, from the stream).
+ */
+export type EndpointRow = Omit<EndpointState, 'secrets' | 'activeSince'>;
 
 export function recordToRow(r: EndpointRecord): EndpointRow {
   return {
@@ -42,6 +45,6 @@ export function rowToRecordData(row: EndpointRow): EndpointRecord {
 export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
 
 export function stateToRow(state: EndpointState): EndpointRow {
-  const { secrets: _ignored, ...row } = state;
+  const { secrets: _ignored, activeSince: _alsoIgnored, ...row } = state;
   return row;
 }

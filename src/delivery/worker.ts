@@ -51,6 +51,18 @@ const CONSUMER_SETUP_CONCURRENCY = 32;
 const PULL_EXPIRES_MS = 120_000;
 const PULL_HEARTBEAT_MS = 30_000;
 
+/**
+ * A delivery routed from a view of the endpoint older than its latest restore, hence from before the
+ * delete that preceded it (the router only routes to active endpoints). Sequences of the one ENDPOINTS
+ * stream, so no clock is compared. A replay is an operator's decision taken after the restore: delivered.
+ * A message without the header (routed by an older version) is delivered as before.
+ */
+export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m: Pick<JsMsg, 'headers'>): boolean {
+  if (state.activeSince === undefined || !m.headers || m.headers.has(DeliveryHeader.Replay)) return false;
+  const routed = Number(m.headers.get(DeliveryHeader.EndpointVersion));
+  return Number.isSafeInteger(routed) && routed > 0 && routed < state.activeSince;
+}
+
 export async function startDelivery(deps: {
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -123,6 +135,14 @@ export async function startDelivery(deps: {
     const state = directory.get(endpointId);
     if (!state || state.status !== EndpointStatus.Active) {
       m.ack(); // a deleted endpoint gets nothing more
+      return;
+    }
+    if (routedBeforeRestore(state, m)) {
+      // The router routed it before it learned of a delete, and it was stored after the delete's purge.
+      log.info('delivery routed before the endpoint was deleted; dropped', {
+        endpoint: endpointId, webhook_id: m.headers?.get(DeliveryHeader.WebhookId), seq: m.seq,
+      });
+      m.ack();
       return;
     }
     const webhookId = m.headers?.get(DeliveryHeader.WebhookId);
@@ -212,7 +232,8 @@ export async function startDelivery(deps: {
     } catch (e) {
       if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
     }
-    // Pending deliveries of a deleted endpoint are dropped, not kept for a restore.
+    // Pending deliveries of a deleted endpoint are dropped, not kept for a restore. One the router stores
+    // after this purge (routed before it saw the delete) is dropped on arrival: routedBeforeRestore.
     await jsm.streams.purge(address.stream, { filter: address.subject });
   }
 

@@ -49,6 +49,12 @@ export interface EndpointState {
   updatedAt: string;
   /** Stream sequence of the last event applied: the expected last subject sequence of the next command. */
   version: number;
+  /**
+   * Stream sequence of the event that last made the endpoint active (its creation or latest restore): a
+   * delivery routed from an older view was routed before a delete and is dropped (src/delivery/worker.ts).
+   * Set by the fold; absent in Postgres rows, which never need it.
+   */
+  activeSince?: number;
 }
 
 export function applyEndpointEvent(state: EndpointState | undefined, event: EndpointEvent, seq: number): EndpointState {
@@ -58,7 +64,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       status: EndpointStatus.Active, secrets: [{ sealed: event.secret, expires_at: null }],
       signatureScheme: event.signature_scheme ?? SignatureScheme.V1,
       signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
-      createdAt: event.at, updatedAt: event.at, version: seq,
+      createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq,
     };
   }
   if (!state) throw new Error(`${event.type} for ${event.id} before endpoint.created`);
@@ -74,6 +80,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       return next;
     case 'endpoint.restored':
       next.status = EndpointStatus.Active;
+      next.activeSince = seq;
       return next;
     case 'endpoint.secret_rotated': {
       const previous = state.secrets[0];

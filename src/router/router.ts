@@ -110,6 +110,7 @@ export async function startRouter(deps: {
       h.set(DeliveryHeader.Event, parsed.type);
       h.set(DeliveryHeader.Tenant, parsed.tenant);
       h.set(DeliveryHeader.Endpoint, endpoint.id);
+      h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
       h.set(MSG_ID_HEADER, fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id));
       return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
     });
