@@ -134,7 +134,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (roles.has('api') && orm) {
       const db = orm;
       const checkUrl = (u: URL) => checkTargetUrl(u, config.allowPrivateTargets);
-      const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl });
+      const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl, log: log.child({ role: 'api' }) });
       // Without a projector in this process, another instance's progress shows in the checkpoint row.
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, seq);
