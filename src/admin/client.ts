@@ -32,8 +32,8 @@ export class AdminRequestError extends HookstreamError {
 }
 
 /**
- * Operators get their own inbox prefix, so nats.conf can let them subscribe to their replies only
- * (and nobody else to theirs): replies carry opened dead letters.
+ * Operators' inbox prefix. Replies carry opened dead letters; the OPERATORS account of nats.conf is what
+ * keeps them from producers, and operators may use plain `_INBOX` too. Kept so existing grants still fit.
  */
 export const OPERATOR_INBOX_PREFIX = '_INBOX_operator';
 

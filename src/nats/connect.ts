@@ -15,8 +15,9 @@ export interface NatsOptions {
 }
 
 /**
- * The service's own inbox prefix, so nats.conf can keep other users (producers on `_INBOX.>`) from
- * subscribing to the replies that carry pulled deliveries.
+ * The service's own inbox prefix. Producers and operators are kept out of its replies (pulled
+ * deliveries) by their NATS accounts; the prefix still keeps them from any user ever added to the
+ * service's account with `_INBOX.>` (see nats.conf).
  */
 export const SERVICE_INBOX_PREFIX = '_INBOX_hookstream';
 
