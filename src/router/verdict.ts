@@ -21,10 +21,11 @@ import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publish
 export const LAST_ROUTING_DELIVERY = ROUTER_MAX_DELIVER - 3;
 
 /**
- * Waits before a failed event comes back (`nak(delay)`: the router's consumer has no backoff, so the
- * wait is exact). Spread over ~15 minutes, so a stream briefly unavailable costs an event nothing.
+ * Waits before an event whose routing failed for NATS's reasons comes back (`nak(delay)`: the router's
+ * consumer has no backoff, so the wait is exact), by delivery: about an hour in all before the 8th
+ * delivery rejects it. A whole-server outage does not count: nothing is redelivered while it lasts.
  */
-const RETRY_DELAYS_MS = [1_000, 5_000, 15_000, 30_000, 60_000, 120_000, 300_000, 300_000, 300_000];
+const RETRY_DELAYS_MS = [1_000, 5_000, 15_000, 60_000, 300_000, 900_000, 1_800_000, 1_800_000, 1_800_000];
 export const retryDelayMs = (deliveryCount: number): number =>
   RETRY_DELAYS_MS[Math.min(Math.max(deliveryCount, 1), RETRY_DELAYS_MS.length) - 1]!;
 
