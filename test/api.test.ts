@@ -93,7 +93,8 @@ test('POST /v1/webhooks creates an endpoint: 201 with the signing secret, shown 
   t.like(res.body, { url: 'https://hooks.example.com/1', events: ['user.created', 'organization.*'], description: 'endpoint 1', status: 'active' });
   t.is(res.body.created_at, res.body.updated_at);
   t.is(res.headers.get('location'), `/v1/webhooks/${res.body.id}`);
-  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'events', 'id', 'signing_secret', 'status', 'updated_at', 'url']);
+  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'events', 'id', 'signature_scheme', 'signing_secret', 'status', 'updated_at', 'url']);
+  t.is(res.body.signature_scheme, 'v1');
 
   // Read-your-writes: the projection already has it.
   const got = await c.get(`/v1/webhooks/${res.body.id}`);
