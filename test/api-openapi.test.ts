@@ -81,10 +81,19 @@ test('request bodies document exactly the fields the handlers accept', (t) => {
 test('the schema check used by the API tests does reject what the document forbids', (t) => {
   const endpoint = {
     id: 'webhook_01m82berktzg6gq4amwtxqvwrb', url: 'https://a.example.com', events: ['user.*'], description: null,
-    status: 'active', created_at: '2026-11-22T19:24:16.890Z', updated_at: '2026-11-22T19:24:16.890Z',
+    status: 'active', signature_scheme: 'v1', created_at: '2026-11-22T19:24:16.890Z', updated_at: '2026-11-22T19:24:16.890Z',
   };
   const schema = { $ref: '#/components/schemas/Endpoint' };
   t.deepEqual(schemaProblems(schema, endpoint), []);
+  // v1a endpoints show their public key; v1 endpoints never carry one, and no endpoint a secret.
+  const publicKey = `whpk_${Buffer.alloc(32, 9).toString('base64')}`;
+  t.deepEqual(schemaProblems(schema, { ...endpoint, signature_scheme: 'v1a', signing_public_key: publicKey }), []);
+  t.true(schemaProblems(schema, { ...endpoint, signature_scheme: 'v1a' }).length > 0, 'v1a without its public key');
+  t.true(schemaProblems(schema, { ...endpoint, signing_public_key: publicKey }).length > 0, 'a public key on a v1 endpoint');
+  const created = { $ref: '#/components/schemas/EndpointCreated' };
+  t.deepEqual(schemaProblems(created, { ...endpoint, signing_secret: 'whsec_abcd' }), []);
+  t.true(schemaProblems(created, endpoint).length > 0, 'a v1 create answer without its secret');
+  t.true(schemaProblems(created, { ...endpoint, signature_scheme: 'v1a', signing_public_key: publicKey, signing_secret: 'whsec_abcd' }).length > 0, 'a secret in a v1a create answer');
   t.true(schemaProblems(schema, { ...endpoint, signing_secret: 'whsec_x' }).length > 0, 'no secret in an endpoint');
   t.true(schemaProblems(schema, { ...endpoint, status: 'paused' }).length > 0);
   t.true(schemaProblems(schema, { ...endpoint, events: ['user.exploded'] }).length > 0);
