@@ -3,6 +3,8 @@
 // admin subject, and terminated, so the router's consumer is back to nothing pending and a later event
 // is delivered. Real nats-server, real receiver on loopback. Serial: one test restarts the service.
 import test from 'ava';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { startHarness, eventually, type Harness } from './helpers/service.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { createAdminClient, type AdminClient } from '../src/admin/client.ts';
@@ -144,6 +146,31 @@ test.serial('an exception while routing an event rejects it as route_failed; oth
   } finally {
     directory.activeFor = activeFor;
   }
+});
+
+const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
+const cli = (args: string[]) => new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+  execFile(BIN, args, { env: { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2' }, timeout: 60_000 },
+    (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
+});
+
+test.serial('hookstream events rejected: a table without bodies, --json, and --show with the body', async (t) => {
+  const table = await cli(['events', 'rejected', '--tenant', 'tenant_array']);
+  t.is(table.code, 0, table.stderr);
+  const lines = table.stdout.trim().split('\n');
+  t.regex(lines[0]!, /^SEQ\s+REJECTED AT\s+REASON\s+TENANT\s+EVENT\s+SIZE\s+EVENTS SEQ\s+DETAIL$/);
+  t.is(lines.length, 2);
+  t.regex(lines[1]!, /^\d+\s+\S+\s+not_an_object\s+tenant_array\s+user\.updated\s+23\s+\d+\s+body is not a JSON object$/);
+  t.false(table.stdout.includes('SECRET-MARKER'), 'the listing shows no body');
+  const json = await cli(['events', 'rejected', '--tenant', 'tenant_array', '--json']);
+  const [row] = (JSON.parse(json.stdout) as { data: RejectedEventOut[] }).data;
+  t.is(row?.reason, 'not_an_object');
+  const shown = await cli(['events', 'rejected', '--show', String(row!.seq)]);
+  t.is(shown.code, 0, shown.stderr);
+  t.regex(shown.stdout, /rejected event \d+: not_an_object/);
+  t.true(shown.stdout.includes('["SECRET-MARKER-array"]'));
+  const wrong = await cli(['events', 'rejected', '--show', 'x']);
+  t.is(wrong.code, 2);
 });
 
 test.serial('when the rejection cannot be stored, the event is not terminated: it comes back and is rejected later', async (t) => {
