@@ -2,7 +2,12 @@
 // The router and the delivery role learn endpoint changes from it as they happen, never by polling
 // Postgres. `sync()` gives causal consistency: it returns once every endpoint event stored before
 // the call has been applied.
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+//
+// The stream is the source of truth, also when events are removed from it (a purge, a deleted message):
+// a sequence that is no longer stored is never delivered, so waits end once nothing stored is left
+// below their target, every wait is bounded, and a directory that had applied an event the stream no
+// longer holds folds the stream again from what is left (issue 8, point 6).
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type ConsumerMessages, type StreamState } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { applyEndpointEvent, EndpointStatus, isEndpointEvent, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
@@ -16,26 +21,84 @@ export interface EndpointDirectory {
   /** Active endpoints of a tenant. */
   activeFor(tenant: TenantId): Iterable<EndpointState>;
   all(): Iterable<EndpointState>;
+  /**
+   * Called for every change. After a rebuild, an endpoint the stream no longer holds is reported once
+   * as deleted (and `get` no longer knows it).
+   */
   onChange(listener: EndpointChange): () => void;
-  /** Resolves once every endpoint event stored before this call is applied. Concurrent calls share one request. */
+  /**
+   * Resolves once every endpoint event stored before this call is applied (events removed from the
+   * stream meanwhile are skipped, and logged). Rejects when the consumer makes no progress for
+   * `stallMs` while events remain, or when the directory stops. Concurrent calls share one request.
+   */
   sync(): Promise<void>;
   lastSeq(): number;
   stop(): Promise<void>;
 }
 
-export async function startEndpointDirectory(deps: { js: JetStreamClient; jsm: JetStreamManager; log: Logger }): Promise<EndpointDirectory> {
-  const byId = new Map<EndpointId, EndpointState>();
-  const activeByTenant = new Map<TenantId, Map<EndpointId, EndpointState>>();
-  const listeners = new Set<EndpointChange>();
-  const waiters: { seq: number; resolve: () => void }[] = [];
-  let applied = 0;
+export interface DirectoryOptions {
+  /** How long a sync may see no progress while stored events remain before it rejects (default 10 s). */
+  stallMs?: number;
+  /** How long a sync waits for progress before it asks the stream what is still stored (default 250 ms). */
+  probeMs?: number;
+}
 
-  const apply = (seq: number, event: unknown) => {
+/** One fold of the stream by one ordered consumer; a rebuild starts a new one and swaps it in when caught up. */
+interface Fold {
+  byId: Map<EndpointId, EndpointState>;
+  activeByTenant: Map<TenantId, Map<EndpointId, EndpointState>>;
+  /** Stream sequence the fold has reached (applied, or skipped because it is no longer stored). */
+  applied: number;
+  /** Messages applied: compared with the stream's message count to notice removed events. */
+  count: number;
+  progress: Set<() => void>;
+  messages: ConsumerMessages;
+  done: Promise<void>;
+}
+
+export async function startEndpointDirectory(deps: {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  log: Logger;
+  options?: DirectoryOptions;
+}): Promise<EndpointDirectory> {
+  const stallMs = deps.options?.stallMs ?? 10_000;
+  const probeMs = deps.options?.probeMs ?? 250;
+  const listeners = new Set<EndpointChange>();
+  const folds = new Set<Fold>();
+  let stopped = false;
+  const stoppedError = () => new Error('endpoint directory stopped');
+  // Every wait also ends when the directory stops, so stop() never waits behind a sync.
+  const onStop = new Set<(e: Error) => void>();
+  const orStop = <T>(p: Promise<T>): Promise<T> => {
+    if (stopped) return Promise.reject(stoppedError());
+    let cancel: (e: Error) => void = () => {};
+    const stopping = new Promise<never>((_, reject) => { cancel = reject; onStop.add(reject); });
+    return Promise.race([p, stopping]).finally(() => onStop.delete(cancel));
+  };
+  // The fold in use, assigned once the first fold exists (declared here, so apply() may compare with it before).
+  let current: Fold;
+
+  const notify = (next: EndpointState, previous: EndpointState | undefined) => {
+    for (const l of listeners) {
+      try { l(next, previous); } catch (e) { deps.log.error('endpoint change listener failed', { endpoint: next.id, reason: describe(e) }); }
+    }
+  };
+
+  const index = (fold: Fold, state: EndpointState) => {
+    fold.byId.set(state.id, state);
+    let tenantMap = fold.activeByTenant.get(state.tenant);
+    if (!tenantMap) fold.activeByTenant.set(state.tenant, (tenantMap = new Map()));
+    if (state.status === EndpointStatus.Active) tenantMap.set(state.id, state);
+    else tenantMap.delete(state.id);
+  };
+
+  const apply = (fold: Fold, seq: number, event: unknown) => {
     if (!isEndpointEvent(event)) {
       deps.log.warn('skipping malformed endpoint event', { stream: ENDPOINTS_STREAM, seq });
       return;
     }
-    const previous = byId.get(event.id);
+    const previous = fold.byId.get(event.id);
     let next: EndpointState;
     try {
       next = applyEndpointEvent(previous, event, seq);
@@ -43,43 +106,161 @@ export async function startEndpointDirectory(deps: { js: JetStreamClient; jsm: J
       deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, reason: describe(e) });
       return;
     }
-    byId.set(next.id, next);
-    let tenantMap = activeByTenant.get(next.tenant);
-    if (!tenantMap) activeByTenant.set(next.tenant, (tenantMap = new Map()));
-    if (next.status === EndpointStatus.Active) tenantMap.set(next.id, next);
-    else tenantMap.delete(next.id);
-    for (const l of listeners) l(next, previous);
+    index(fold, next);
+    // Only the fold in use tells listeners; a rebuilding fold reports its differences when swapped in.
+    if (fold === current) notify(next, previous);
   };
 
-  const advance = (seq: number) => {
-    applied = seq;
-    for (let i = waiters.length - 1; i >= 0; i--) {
-      if (waiters[i]!.seq <= applied) waiters.splice(i, 1)[0]!.resolve();
+  const moved = (fold: Fold) => {
+    for (const wake of [...fold.progress]) wake();
+  };
+
+  const startFold = async (): Promise<Fold> => {
+    const consumer = await deps.js.consumers.get(ENDPOINTS_STREAM, { deliver_policy: DeliverPolicy.All });
+    const messages = await consumer.consume({ max_messages: 1024 });
+    if (stopped) {
+      await messages.close().catch(() => {});
+      throw stoppedError();
+    }
+    const fold: Fold = {
+      byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, progress: new Set(), messages, done: Promise.resolve(),
+    };
+    fold.done = (async () => {
+      try {
+        for await (const m of messages) {
+          // At or below a sequence already skipped as no longer stored: removed since, so not applied.
+          if (m.seq <= fold.applied) continue;
+          let event: unknown;
+          try { event = m.json(); } catch { event = undefined; }
+          apply(fold, m.seq, event);
+          fold.applied = m.seq;
+          fold.count++;
+          moved(fold);
+        }
+      } catch (e) {
+        if (!stopped) deps.log.error('endpoint directory consumer failed', { reason: describe(e) });
+      }
+    })();
+    folds.add(fold);
+    return fold;
+  };
+
+  const closeFold = async (fold: Fold) => {
+    folds.delete(fold);
+    await fold.messages.close().catch(() => {});
+    await fold.done;
+  };
+
+  /** Resolves on the fold's next progress, after `ms`, or (rejecting) when the directory stops. */
+  const progressOr = (fold: Fold, ms: number) => {
+    let wake: () => void = () => {};
+    let timer: NodeJS.Timeout | undefined;
+    const progressed = new Promise<void>((resolve) => {
+      wake = resolve;
+      fold.progress.add(wake);
+      timer = setTimeout(resolve, ms);
+    });
+    return orStop(progressed).finally(() => { fold.progress.delete(wake); clearTimeout(timer); });
+  };
+
+  /** Sequence of the first message stored at or after `seq`, or undefined when there is none. */
+  const nextStored = async (seq: number): Promise<number | undefined> => {
+    const query = { seq, next_by_subj: 'endpoints.>' }; // a variable: the client types only seq/last_by_subj
+    const m = await deps.jsm.streams.getMessage(ENDPOINTS_STREAM, query);
+    return m ? m.seq : undefined;
+  };
+
+  /** Marks everything up to `target` as reached: nothing stored is left there for the consumer to deliver. */
+  const skipTo = (fold: Fold, target: number, why: string) => {
+    if (fold.applied >= target) return;
+    deps.log.warn('endpoint events no longer stored; skipped', { stream: ENDPOINTS_STREAM, from: fold.applied + 1, to: target, why });
+    fold.applied = target;
+    moved(fold);
+  };
+
+  /** Waits until `fold` has passed `target` (applied it, or nothing stored is left up to it). */
+  const reach = async (fold: Fold, target: number, state: StreamState) => {
+    if (fold.applied >= target) return;
+    if (state.messages === 0) return skipTo(fold, target, 'the stream is empty');
+    let seen = fold.applied;
+    let since = performance.now();
+    while (fold.applied < target) {
+      if (stopped) throw stoppedError();
+      await progressOr(fold, probeMs);
+      if (fold.applied >= target) return;
+      if (fold.applied > seen) {
+        seen = fold.applied;
+        since = performance.now();
+        continue;
+      }
+      // No progress for a while: is anything still stored up to the target?
+      let next: number | undefined;
+      try {
+        next = await orStop(nextStored(fold.applied + 1));
+      } catch (e) {
+        if (stopped) throw e;
+        next = fold.applied + 1; // unknown: treat as still stored, and let the stall bound decide
+        deps.log.warn('endpoint directory could not read the stream', { reason: describe(e) });
+      }
+      if (fold.applied >= target) return;
+      if (next === undefined || next > target) return skipTo(fold, target, 'deleted or purged');
+      if (performance.now() - since > stallMs) {
+        throw new Error(`endpoint directory: no progress for ${stallMs} ms at sequence ${fold.applied}, waiting for ${target} (stored: ${next})`);
+      }
     }
   };
 
-  const waitFor = (seq: number) =>
-    seq <= applied ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ seq, resolve }));
+  /** Why the stream no longer holds what `fold` applied, or undefined when it still does. */
+  const removedSince = (fold: Fold, state: StreamState): string | undefined => {
+    if (state.last_seq < fold.applied) return `the stream ends at ${state.last_seq}, before ${fold.applied} (recreated?)`;
+    // Caught up at the time of the reading: every stored message up to here should be one applied.
+    if (state.last_seq === fold.applied && state.messages < fold.count) return `${fold.count - state.messages} applied event(s) removed`;
+    if (fold.count > 0 && state.messages === 0) return 'the stream was purged';
+    return undefined;
+  };
 
-  const consumer = await deps.js.consumers.get(ENDPOINTS_STREAM, { deliver_policy: DeliverPolicy.All });
-  const messages: ConsumerMessages = await consumer.consume({ max_messages: 1024 });
-  const loop = (async () => {
-    for await (const m of messages) {
-      let event: unknown;
-      try { event = m.json(); } catch { event = undefined; }
-      apply(m.seq, event);
-      advance(m.seq);
+  current = await startFold();
+
+  /** Folds the stream again from what is left, and swaps the new fold in once it has reached `target`. */
+  const rebuild = async (why: string, target: number, state: StreamState) => {
+    deps.log.warn('endpoint stream no longer holds events this directory applied; rebuilding from what is left', {
+      stream: ENDPOINTS_STREAM, why, endpoints: current.byId.size, first_seq: state.first_seq, last_seq: state.last_seq, messages: state.messages,
+    });
+    const fresh = await startFold();
+    try {
+      await reach(fresh, target, state);
+    } catch (e) {
+      await closeFold(fresh);
+      throw e;
     }
-  })();
+    const old = current;
+    current = fresh;
+    // Listeners learn every difference; an endpoint that is gone is reported deleted, so its deliveries stop.
+    for (const [id, before] of old.byId) {
+      const after = fresh.byId.get(id);
+      if (!after) {
+        if (before.status !== EndpointStatus.Deleted) notify({ ...before, status: EndpointStatus.Deleted }, before);
+      } else if (after !== before) {
+        notify(after, before);
+      }
+    }
+    for (const [id, after] of fresh.byId) if (!old.byId.has(id)) notify(after, undefined);
+    deps.log.warn('endpoint directory rebuilt', { endpoints: fresh.byId.size, was: old.byId.size, seq: fresh.applied });
+    await closeFold(old);
+  };
+
+  const runOnce = async () => {
+    if (stopped) throw stoppedError();
+    const { state } = await orStop(deps.jsm.streams.info(ENDPOINTS_STREAM));
+    const why = removedSince(current, state);
+    if (why) await rebuild(why, state.last_seq, state);
+    else await reach(current, state.last_seq, state);
+  };
 
   // A shared request is safe only for callers that arrived before it was sent, so callers that come
   // while one is running share the next one.
   let running: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
-  const runOnce = async () => {
-    const info = await deps.jsm.streams.info(ENDPOINTS_STREAM);
-    await waitFor(info.state.last_seq);
-  };
   const sync = (): Promise<void> => {
     if (queued) return queued;
     if (!running) {
@@ -90,16 +271,27 @@ export async function startEndpointDirectory(deps: { js: JetStreamClient; jsm: J
     return queued;
   };
 
-  await sync();
-  deps.log.info('endpoint directory loaded', { endpoints: byId.size, seq: applied });
+  const stop = async () => {
+    stopped = true;
+    for (const cancel of [...onStop]) cancel(stoppedError());
+    await Promise.all([...folds].map(closeFold));
+  };
+
+  try {
+    await sync();
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  deps.log.info('endpoint directory loaded', { endpoints: current.byId.size, seq: current.applied });
 
   return {
-    get: (id) => byId.get(id),
-    activeFor: (tenant) => activeByTenant.get(tenant)?.values() ?? [],
-    all: () => byId.values(),
+    get: (id) => current.byId.get(id),
+    activeFor: (tenant) => current.activeByTenant.get(tenant)?.values() ?? [],
+    all: () => current.byId.values(),
     onChange: (l) => { listeners.add(l); return () => listeners.delete(l); },
     sync,
-    lastSeq: () => applied,
-    stop: async () => { await messages.close(); await loop; },
+    lastSeq: () => current.applied,
+    stop,
   };
 }
