@@ -6,6 +6,11 @@ import { isEventName } from '../../domain/catalogue.ts';
 import { eventSubject } from '../../../streams/events.ts';
 import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
 import { withNats } from '../context.ts';
+import { randomUUID } from 'node:crypto';
+import { UnreachableError, describe } from '../../errors.ts';
+
+/** How long a publish is retried: longer than a NATS cluster takes to elect new leaders after a node loss. */
+const PUBLISH_RETRY_MS = 30_000;
 
 export const eventsPublish: Command = {
   name: 'events publish',
@@ -15,7 +20,8 @@ export const eventsPublish: Command = {
     '  --tenant T     tenant id',
     '  --type EVENT   event name, e.g. user.created',
     '  --data JSON    the event data object, e.g. \'{"userId":"user_1"}\'',
-    '  --id ID        optional Nats-Msg-Id for idempotent publishing: a repeat with the same id for the',
+    '  --id ID        Nats-Msg-Id for idempotent publishing (a random one when absent; failed publishes are',
+    '                 retried under it for 30 s): a repeat with the same id for the',
     '                 same tenant within 2 minutes is delivered once (it may still be stored again:',
     '                 "duplicate" only reports a repeat within 100 ms); other tenants\' ids never clash',
   ].join('\n'),
@@ -28,10 +34,20 @@ export const eventsPublish: Command = {
     let data: unknown;
     try { data = JSON.parse(raw); } catch { throw new UsageError('--data is not valid JSON'); }
     if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new UsageError('--data must be a JSON object');
+    // Retried under one Nats-Msg-Id (ours when --id is absent) until acknowledged, as the README tells
+    // producers to: on a cluster a node loss makes publishes fail for a few seconds, and a repeat is dropped.
+    const id = typeof values['id'] === 'string' ? values['id'] : `cli-${randomUUID()}`;
     const ack = await withNats(async ({ js }) => {
-      const h = natsHeaders();
-      const id = values['id'];
-      return js.publish(eventSubject(tenant, type), JSON.stringify(data), typeof id === 'string' ? { msgID: id, headers: h } : {});
+      const until = Date.now() + PUBLISH_RETRY_MS;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await js.publish(eventSubject(tenant, type), JSON.stringify(data), { msgID: id, headers: natsHeaders() });
+        } catch (e) {
+          if (Date.now() > until) throw new UnreachableError(`the event was not stored within ${PUBLISH_RETRY_MS / 1000} s (${describe(e)}); publish it again with --id ${id}`, e);
+          out.info(`publish failed (${describe(e)}); trying again`);
+          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * 2 ** attempt)));
+        }
+      }
     });
     out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () =>
       `published ${type} for ${tenant} (EVENTS #${ack.seq}${ack.duplicate ? ', duplicate ignored' : ''})`);

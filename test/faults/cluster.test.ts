@@ -1,0 +1,102 @@
+// Fault scenarios on a three-node JetStream cluster (replicas 3) with two hookstream instances: a
+// concurrent start on an empty cluster, the loss of a follower, of the EVENTS stream leader, of the meta
+// leader, and of one instance, each mid-burst. Every delivery must arrive at least once; each scenario
+// prints its duplicates and how long deliveries paused.
+import test, { type ExecutionContext } from 'ava';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helpers/nats-cluster.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+import { connectNats } from '../../src/nats/connect.ts';
+import type { TenantId } from '../../src/domain/ids.ts';
+import { generateKeys, initSodium, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+
+const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
+const ENDPOINTS = 3;
+
+type Fault = (ctx: { cluster: NatsCluster; instances: Instance[]; admin: NatsConnection }) => Promise<string>;
+
+async function scenario(t: ExecutionContext, opts: { fault?: Fault; startTogether?: boolean }): Promise<void> {
+  await initSodium();
+  const keys = generateKeys();
+  const cluster = await startNatsCluster();
+  const db = await createTestDatabase('faults_cluster').catch(async (e: unknown) => { await cluster.dispose(); throw e; });
+  const env = {
+    NATS_URL: cluster.url, NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, DATABASE_URL: db.url,
+    HOOKSTREAM_REPLICAS: '3', HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+    // The production default's first step (5 s) is the ack wait, so a loaded machine does not redeliver attempts in flight.
+    HOOKSTREAM_RETRY_SCHEDULE: '5s,10s,20s,40s,60s',
+    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
+  };
+  const instances: Instance[] = [];
+  const conns: NatsConnection[] = [];
+  try {
+    if (opts.startTogether) instances.push(...(await Promise.all([startInstance(env), startInstance(env)])));
+    else for (let i = 0; i < 2; i++) instances.push(await startInstance(env));
+    const admin = await connectNats({ url: cluster.url, user: 'service', password: CLUSTER_PASSWORDS.service, name: 'fault-admin' });
+    conns.push(admin);
+    const tenant = `tenant_faults_${Date.now()}` as TenantId;
+    const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, ENDPOINTS);
+    const producer = await connectNats({ url: cluster.url, user: 'publisher', password: CLUSTER_PASSWORDS.publisher, inboxPrefix: '_INBOX', name: 'fault-producer' });
+    conns.push(producer);
+    let faultAt = Date.now();
+    let struck: Promise<string> | undefined;
+    const stats = await produce(producer, tenant, EVENTS, {
+      onProgress: (done) => {
+        if (opts.fault && !struck && done >= EVENTS * 0.4) {
+          faultAt = Date.now();
+          struck = opts.fault({ cluster, instances, admin });
+        }
+      },
+    });
+    const what = struck ? await struck : 'no fault';
+    const figures = await settle(ep, EVENTS, faultAt, 120_000);
+    t.log(`${what}: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
+    await ep.close();
+    if (figures.missing > 0) for (const i of instances) t.log(i.output.split('\n').filter((l) => /"level":"(warn|error)"/.test(l)).slice(-10).join('\n'));
+    t.is(figures.missing, 0, 'every delivery arrived at least once');
+    t.true(instances.some((i) => !i.exited), 'an instance is still running');
+  } finally {
+    for (const i of instances) await i.kill();
+    for (const c of conns) await c.close().catch(() => {});
+    await cluster.dispose();
+    await db.drop().catch(() => {});
+  }
+}
+
+const streamLeader = async (admin: NatsConnection, stream: string) => (await (await jetstreamManager(admin)).streams.info(stream)).cluster?.leader;
+
+test.serial('two instances starting at the same moment on an empty cluster', (t) => scenario(t, { startTogether: true }));
+
+test.serial('a follower node killed mid-burst', (t) => scenario(t, {
+  fault: async ({ cluster, admin }) => {
+    const leaders = new Set([await cluster.metaLeader(), await streamLeader(admin, 'EVENTS')]);
+    const victim = cluster.nodes.find((n) => !leaders.has(n.name)) ?? cluster.nodes[0]!;
+    await victim.kill();
+    return `follower ${victim.name} killed`;
+  },
+}));
+
+test.serial('the EVENTS stream leader killed mid-burst', (t) => scenario(t, {
+  fault: async ({ cluster, admin }) => {
+    const name = (await streamLeader(admin, 'EVENTS'))!;
+    await cluster.node(name).kill();
+    return `EVENTS leader ${name} killed`;
+  },
+}));
+
+test.serial('the JetStream meta leader killed mid-burst', (t) => scenario(t, {
+  fault: async ({ cluster }) => {
+    const name = (await cluster.metaLeader())!;
+    await cluster.node(name).kill();
+    return `meta leader ${name} killed`;
+  },
+}));
+
+test.serial('one of two instances killed mid-burst', (t) => scenario(t, {
+  fault: async ({ instances }) => {
+    await instances[0]!.kill('SIGKILL');
+    return 'instance 1 of 2 killed';
+  },
+}));

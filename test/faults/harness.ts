@@ -1,0 +1,154 @@
+// What the fault scenarios share: real hookstream instances as child processes (`hookstream serve`), real
+// loopback receivers that count deliveries per event and endpoint, a producer that retries every failed
+// publish under the same Nats-Msg-Id (as the README tells producers to), and the figures each scenario prints.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
+import { connectNats } from '../../src/nats/connect.ts';
+import { generateKeys, initSodium, SecretSealer } from '../../src/crypto/sodium.ts';
+import { createEndpointStore } from '../../src/endpoints/store.ts';
+import { checkTargetUrl } from '../../src/delivery/target-policy.ts';
+import type { TenantId } from '../../src/domain/ids.ts';
+import { startReceiver, type Receiver } from '../helpers/receiver.ts';
+
+const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
+
+export interface Instance {
+  readonly output: string;
+  readonly exited: boolean;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** `hookstream serve` in a child process; resolves once it logged that it started (or rejects with its output). */
+export async function startInstance(env: Record<string, string>, timeoutMs = 60_000): Promise<Instance> {
+  const child: ChildProcess = spawn(process.execPath, [MAIN, 'serve'], {
+    env: { ...process.env, PORT: '0', OPS_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const onData = (c: Buffer) => { output = (output + c.toString('utf8')).slice(-200_000); };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const instance: Instance = {
+    get output() { return output; },
+    get exited() { return child.exitCode !== null || child.signalCode !== null; },
+    async kill(signal = 'SIGKILL') {
+      if (instance.exited) return;
+      await new Promise<void>((r) => { child.once('exit', () => r()); child.kill(signal); });
+    },
+  };
+  const until = Date.now() + timeoutMs;
+  while (!output.includes('hookstream started')) {
+    if (instance.exited) throw new Error(`instance exited at start-up:\n${output.slice(-2000)}`);
+    if (Date.now() > until) { await instance.kill(); throw new Error(`instance did not start within ${timeoutMs} ms:\n${output.slice(-2000)}`); }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return instance;
+}
+
+export interface Endpoints {
+  receivers: Receiver[];
+  /** Deliveries of event n to receiver i, by the event number in the body. */
+  counts(): Map<string, number>;
+  close(): Promise<void>;
+}
+
+/** `count` receivers, each subscribed as an endpoint of `tenant` to user.*. */
+export async function subscribeEndpoints(nc: NatsConnection, masterKey: string, tenant: TenantId, count: number): Promise<Endpoints> {
+  await initSodium();
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(masterKey), checkUrl: (u) => checkTargetUrl(u, true) });
+  const receivers = await Promise.all(Array.from({ length: count }, () => startReceiver()));
+  for (const r of receivers) await store.create(tenant, { url: r.url, events: ['user.*'] });
+  return {
+    receivers,
+    counts() {
+      const m = new Map<string, number>();
+      receivers.forEach((r, i) => {
+        for (const g of r.received) {
+          const k = `${i}:${(JSON.parse(g.body) as { data: { n: number } }).data.n}`;
+          m.set(k, (m.get(k) ?? 0) + 1);
+        }
+      });
+      return m;
+    },
+    async close() { await Promise.all(receivers.map((r) => r.close())); },
+  };
+}
+
+export interface ProducerStats {
+  published: number;
+  /** Publishes that failed and were tried again. */
+  failures: number;
+  /** The longest time one event took from its first try to its acknowledgement. */
+  longestMs: number;
+}
+
+/**
+ * Publish events 0..total-1 (`user.updated`, data.n = i), `inFlight` at a time, each retried under the
+ * same Nats-Msg-Id until acknowledged. `onProgress(i)` runs after each acknowledgement (to strike mid-burst).
+ */
+export async function produce(nc: NatsConnection, tenant: string, total: number, opts: { inFlight?: number; onProgress?: (done: number) => void } = {}): Promise<ProducerStats> {
+  const js = jetstream(nc, { timeout: 2000 });
+  const stats: ProducerStats = { published: 0, failures: 0, longestMs: 0 };
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < total; i = next++) {
+      const started = Date.now();
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const h = natsHeaders();
+          await js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${i}`, n: i }), { msgID: `fault-${tenant}-${i}`, headers: h });
+          break;
+        } catch {
+          stats.failures++;
+          if (Date.now() - started > 120_000) throw new Error(`event ${i} not accepted within 120 s`);
+          await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** attempt)));
+        }
+      }
+      stats.longestMs = Math.max(stats.longestMs, Date.now() - started);
+      stats.published++;
+      opts.onProgress?.(stats.published);
+    }
+  };
+  await Promise.all(Array.from({ length: opts.inFlight ?? 32 }, worker));
+  return stats;
+}
+
+export interface Figures {
+  expected: number;
+  delivered: number;
+  missing: number;
+  duplicates: number;
+  duplicateRate: string;
+  /** The longest pause between two deliveries after the fault: how long the service took to recover. */
+  recoveryMs: number;
+}
+
+/** Wait until every (event, endpoint) arrived at least once or `timeoutMs` passed; then the figures. */
+export async function settle(ep: Endpoints, events: number, faultAt: number, timeoutMs: number): Promise<Figures> {
+  const expected = events * ep.receivers.length;
+  const until = Date.now() + timeoutMs;
+  while (ep.counts().size < expected && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+  // Late duplicates (redeliveries after an ack wait) get a moment to show.
+  await new Promise((r) => setTimeout(r, 3000));
+  const counts = ep.counts();
+  let total = 0;
+  for (const c of counts.values()) total += c;
+  const arrivals = ep.receivers.flatMap((r) => r.received.map((g) => g.at)).filter((t) => t >= faultAt).sort((a, b) => a - b);
+  let recoveryMs = arrivals.length > 0 ? arrivals[0]! - faultAt : 0;
+  for (let i = 1; i < arrivals.length; i++) recoveryMs = Math.max(recoveryMs, arrivals[i]! - arrivals[i - 1]!);
+  const duplicates = total - counts.size;
+  return {
+    expected, delivered: counts.size, missing: expected - counts.size, duplicates,
+    duplicateRate: `${((duplicates / expected) * 100).toFixed(2)} %`, recoveryMs,
+  };
+}
+
+export async function serviceConnection(url: string, user?: string, password?: string): Promise<NatsConnection> {
+  return connectNats({ url, user, password, name: 'fault-test' });
+}
+
+export { generateKeys, initSodium };
