@@ -10,6 +10,7 @@ import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
 import { deliveryStream } from '../../streams/deliveries.ts';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { EVENTS_STREAM } from '../../streams/events.ts';
+import { REJECTED_STREAM } from '../../streams/rejected.ts';
 import { readCheckpoint } from '../../projections/endpoints.ts';
 import { describe } from '../errors.ts';
 
@@ -39,7 +40,7 @@ export interface ReadinessDeps {
 }
 
 export function requiredStreams(shards: number): string[] {
-  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM];
+  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM, REJECTED_STREAM];
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
