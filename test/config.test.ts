@@ -25,6 +25,7 @@ test('defaults without any variable', (t) => {
     deliveryShards: 128,
     rateLimitPerSecond: 100,
     maxEventBytes: 262_144,
+    replicas: 1,
     masterKey: undefined,
     deadLetterPublicKey: undefined,
     deadLetterSecretKey: undefined,
