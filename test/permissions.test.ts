@@ -4,6 +4,7 @@
 // and replays dead letters over admin.>. The attacks through reply subjects are in security-accounts.test.ts.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -105,6 +106,24 @@ test.serial('the service runs as `service`; a publisher\'s event is delivered, i
   t.is(replay.dead_letter.status, 'replayed');
   const all = await r.waitFor(before + 1);
   t.is(all[before]!.headers['webhook-id'], letter!.webhook_id);
+});
+
+test.serial('`hookstream events publish` works with the publisher credential, as the README tells producers', async (t) => {
+  const tenant = 'tenant_perm_cli' as TenantId;
+  const rc = await startReceiver(() => 200);
+  t.teardown(() => rc.close());
+  await store().create(tenant, { url: rc.url, events: ['user.*'] });
+  const bin = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
+  const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(bin, ['events', 'publish', '--tenant', tenant, '--type', 'user.created', '--data', '{"userId":"user_cli"}', '--json'], {
+      env: { ...process.env, NATS_URL: nats.url, NATS_USER: 'publisher', NATS_PASSWORD: PASSWORDS.publisher },
+      timeout: 60_000,
+    }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
+  });
+  t.is(run.code, 0, run.stderr);
+  t.is((JSON.parse(run.stdout) as { stream: string }).stream, 'EVENTS');
+  const [got] = await rc.waitFor(1);
+  t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_cli' } });
 });
 
 test('the publisher cannot reach admin.>', async (t) => {

@@ -19,6 +19,20 @@ export function cliLogger(config: Config): Logger {
   return createLogger({ level: config.logLevel === 'debug' ? 'debug' : 'warn' });
 }
 
+/**
+ * Run `fn` as a producer: a plain connection on the default `_INBOX` prefix, no JetStream API (the
+ * `publisher` credential of nats.conf may only publish events and read its own acks).
+ */
+export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli', inboxPrefix: '_INBOX' });
+  try {
+    return await fn({ js: jetstream(nc) });
+  } finally {
+    await nc.drain().catch(() => {});
+  }
+}
+
 /** Run `fn` with a NATS connection (streams ensured), closing it afterwards whatever happens. */
 export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise<T> {
   const config = loadConfig();

@@ -5,7 +5,7 @@ import type { RejectedEventOut } from '../../admin/protocol.ts';
 import { isEventName } from '../../domain/catalogue.ts';
 import { eventSubject } from '../../../streams/events.ts';
 import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
-import { withNats } from '../context.ts';
+import { withProducer } from '../context.ts';
 import { randomUUID } from 'node:crypto';
 import { UnreachableError, describe } from '../../errors.ts';
 
@@ -37,7 +37,7 @@ export const eventsPublish: Command = {
     // Retried under one Nats-Msg-Id (ours when --id is absent) until acknowledged, as the README tells
     // producers to: on a cluster a node loss makes publishes fail for a few seconds, and a repeat is dropped.
     const id = typeof values['id'] === 'string' ? values['id'] : `cli-${randomUUID()}`;
-    const ack = await withNats(async ({ js }) => {
+    const ack = await withProducer(async ({ js }) => {
       const until = Date.now() + PUBLISH_RETRY_MS;
       for (let attempt = 0; ; attempt++) {
         try {
