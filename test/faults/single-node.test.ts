@@ -1,0 +1,58 @@
+// Fault scenarios on one nats-server: the service SIGKILLed mid-burst and NATS restarted 4 s later (the
+// compound case of issue 9), then a new instance. Every delivery must arrive at least once; the scenario
+// prints its duplicates and how long deliveries paused.
+import test from 'ava';
+import { startNatsServer } from '../helpers/nats-server.ts';
+import { createTestDatabase } from '../helpers/database.ts';
+import { connectNats } from '../../src/nats/connect.ts';
+import type { TenantId } from '../../src/domain/ids.ts';
+import { generateKeys, initSodium, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+
+const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
+
+test.serial('the service killed mid-burst, then NATS restarted, then the service started again', async (t) => {
+  await initSodium();
+  const keys = generateKeys();
+  const nats = await startNatsServer();
+  const db = await createTestDatabase('faults_single').catch(async (e: unknown) => { await nats.dispose(); throw e; });
+  const env = {
+    NATS_URL: nats.url, DATABASE_URL: db.url, HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+    HOOKSTREAM_RETRY_SCHEDULE: '5s,10s,20s,40s,60s',
+    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
+  };
+  const instances: Instance[] = [];
+  const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
+  const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });
+  try {
+    instances.push(await startInstance(env));
+    const tenant = `tenant_faults_${Date.now()}` as TenantId;
+    const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 3);
+    let faultAt = Date.now();
+    let struck: Promise<void> | undefined;
+    const stats = await produce(producer, tenant, EVENTS, {
+      onProgress: (done) => {
+        if (struck || done < EVENTS * 0.4) return;
+        faultAt = Date.now();
+        struck = (async () => {
+          await instances[0]!.kill('SIGKILL');
+          await new Promise((r) => setTimeout(r, 4000));
+          await nats.stop();
+          await nats.start();
+          instances.push(await startInstance(env));
+        })();
+      },
+    });
+    await struck;
+    const figures = await settle(ep, EVENTS, faultAt, 120_000);
+    t.log(`service killed, NATS restarted 4 s later: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
+    await ep.close();
+    t.is(figures.missing, 0, 'every delivery arrived at least once');
+  } finally {
+    for (const i of instances) await i.kill();
+    await admin.close().catch(() => {});
+    await producer.close().catch(() => {});
+    await nats.dispose();
+    await db.drop().catch(() => {});
+  }
+});
