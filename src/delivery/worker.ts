@@ -48,6 +48,7 @@ interface InFlight {
 }
 
 const CONSUMER_SETUP_CONCURRENCY = 32;
+const RECONCILE_RETRY_MS = 2000;
 const PULL_EXPIRES_MS = 120_000;
 const PULL_HEARTBEAT_MS = 30_000;
 
@@ -239,7 +240,14 @@ export async function startDelivery(deps: {
 
   const reconcile = (state: EndpointState, known?: ConsumerConfig): Promise<void> =>
     (state.status === EndpointStatus.Active ? startLoop(state, known) : retire(state)).catch((e: unknown) => {
-      log.error('could not reconcile endpoint consumer', { endpoint: state.id, status: state.status, reason: describe(e) });
+      log.error('could not reconcile endpoint consumer; trying again', { endpoint: state.id, status: state.status, reason: describe(e) });
+      // A cluster without a meta leader (a NATS node lost) times out consumer creation for a few seconds:
+      // an endpoint left without its consumer would get nothing until the next restart (fault suite).
+      const retry = setTimeout(() => {
+        const current = directory.get(state.id);
+        if (!stopping && current && current.status === state.status) void reconcile(current);
+      }, RECONCILE_RETRY_MS);
+      retry.unref();
     });
 
   // Start-up: one listing per stream instead of one info request per endpoint.
