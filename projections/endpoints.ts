@@ -10,7 +10,9 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Consumer, ConsumerMessages, JetStreamClient } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
-import { applyEndpointEvent, isEndpointEvent, type EndpointEvent, type EndpointState } from '../src/domain/endpoint.ts';
+import {
+  applyEndpointEvent, isDisabledReason, isEndpointEvent, MAX_RATE_LIMIT, MIN_RATE_LIMIT, type EndpointEvent, type EndpointState,
+} from '../src/domain/endpoint.ts';
 import { EndpointRecord, ProjectionCheckpoint } from '../src/db/entities.ts';
 import { recordToRow, rowToRecordData, rowToState, stateToRow, type EndpointRow } from '../src/db/endpoint-rows.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
@@ -72,7 +74,10 @@ function rowProblem(row: EndpointRow): string | undefined {
   if (!isText(row.id) || !isText(row.tenant) || !isText(row.url)) return 'id, tenant and url must be strings';
   if (!Array.isArray(row.events) || !row.events.every(isText)) return 'events must be a list of strings';
   if (row.description !== null && !isText(row.description)) return 'description must be a string or null';
-  if (row.status !== 'active' && row.status !== 'deleted') return 'status must be active or deleted';
+  if (row.status !== 'active' && row.status !== 'disabled' && row.status !== 'deleted') return 'status must be active, disabled or deleted';
+  if (row.rateLimit !== null && !(Number.isInteger(row.rateLimit) && row.rateLimit >= MIN_RATE_LIMIT && row.rateLimit <= MAX_RATE_LIMIT)) return 'rate_limit must be an integer from 1 to 10000 or null';
+  if (row.disabledReason !== null && !isDisabledReason(row.disabledReason)) return 'disabled_reason must be gone, failing or null';
+  if (row.disabledAt !== null && !isTime(row.disabledAt)) return 'disabled_at must be an ISO date or null';
   if (row.signatureScheme !== 'v1' && row.signatureScheme !== 'v1a') return 'signature_scheme must be v1 or v1a';
   if (row.signingPublicKey !== null && !isText(row.signingPublicKey)) return 'signing_public_key must be a string or null';
   if (!isTime(row.createdAt) || !isTime(row.updatedAt)) return 'timestamps must be ISO dates';

@@ -81,7 +81,8 @@ test('request bodies document exactly the fields the handlers accept', (t) => {
 test('the schema check used by the API tests does reject what the document forbids', (t) => {
   const endpoint = {
     id: 'webhook_01m82berktzg6gq4amwtxqvwrb', url: 'https://a.example.com', events: ['user.*'], description: null,
-    status: 'active', signature_scheme: 'v1', created_at: '2026-11-22T19:24:16.890Z', updated_at: '2026-11-22T19:24:16.890Z',
+    status: 'active', signature_scheme: 'v1', rate_limit: null, disabled_reason: null, disabled_at: null,
+    created_at: '2026-11-22T19:24:16.890Z', updated_at: '2026-11-22T19:24:16.890Z',
   };
   const schema = { $ref: '#/components/schemas/Endpoint' };
   t.deepEqual(schemaProblems(schema, endpoint), []);
@@ -96,6 +97,14 @@ test('the schema check used by the API tests does reject what the document forbi
   t.true(schemaProblems(created, { ...endpoint, signature_scheme: 'v1a', signing_public_key: publicKey, signing_secret: 'whsec_abcd' }).length > 0, 'a secret in a v1a create answer');
   t.true(schemaProblems(schema, { ...endpoint, signing_secret: 'whsec_x' }).length > 0, 'no secret in an endpoint');
   t.true(schemaProblems(schema, { ...endpoint, status: 'paused' }).length > 0);
+  // Issue 10: a rate limit within 1..10,000, and a disabled endpoint with its reason and time.
+  t.deepEqual(schemaProblems(schema, { ...endpoint, rate_limit: 5 }), []);
+  t.true(schemaProblems(schema, { ...endpoint, rate_limit: 0 }).length > 0);
+  t.true(schemaProblems(schema, { ...endpoint, rate_limit: 1.5 }).length > 0);
+  t.deepEqual(schemaProblems(schema, { ...endpoint, status: 'disabled', disabled_reason: 'gone', disabled_at: '2026-11-23T10:00:00.000Z' }), []);
+  t.true(schemaProblems(schema, { ...endpoint, status: 'disabled', disabled_reason: 'tired', disabled_at: '2026-11-23T10:00:00.000Z' }).length > 0);
+  const { rate_limit: _r, ...withoutRateLimit } = endpoint;
+  t.true(schemaProblems(schema, withoutRateLimit).length > 0);
   t.true(schemaProblems(schema, { ...endpoint, events: ['user.exploded'] }).length > 0);
   const { url: _u, ...withoutUrl } = endpoint;
   t.true(schemaProblems(schema, withoutUrl).length > 0);

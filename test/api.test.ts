@@ -93,7 +93,7 @@ test('POST /v1/webhooks creates an endpoint: 201 with the signing secret, shown 
   t.like(res.body, { url: 'https://hooks.example.com/1', events: ['user.created', 'organization.*'], description: 'endpoint 1', status: 'active' });
   t.is(res.body.created_at, res.body.updated_at);
   t.is(res.headers.get('location'), `/v1/webhooks/${res.body.id}`);
-  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'events', 'id', 'signature_scheme', 'signing_secret', 'status', 'updated_at', 'url']);
+  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'disabled_at', 'disabled_reason', 'events', 'id', 'rate_limit', 'signature_scheme', 'signing_secret', 'status', 'updated_at', 'url']);
   t.is(res.body.signature_scheme, 'v1');
 
   // Read-your-writes: the projection already has it.
@@ -284,6 +284,29 @@ test('413 for bodies over 64 KB, 415 for bodies that are not JSON', async (t) =>
   envelope(t, await c.request('POST', '/v1/webhooks', { raw: body, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }), 400, 'bad_request');
   // application/json with a charset parameter is JSON.
   t.is((await c.request('POST', '/v1/webhooks', { raw: body, headers: { 'content-type': 'application/json; charset=utf-8' } })).status, 201);
+});
+
+test('rate_limit: an integer 1..10,000 on create and PATCH, shown on the endpoint; null clears it; anything else 422', async (t) => {
+  const c = await as(t, 'tenant_rate_limit');
+  const created = await c.post('/v1/webhooks', { ...endpointBody(3), rate_limit: 5 });
+  t.is(created.status, 201);
+  t.is(created.body.rate_limit, 5);
+  t.is((await c.get(`/v1/webhooks/${created.body.id}`)).body.rate_limit, 5);
+  const plain = await c.post('/v1/webhooks', endpointBody(4));
+  t.is(plain.body.rate_limit, null, 'none by default');
+  for (const bad of [0, 10_001, 1.5, 'x', -3, true, [5]]) {
+    const res = await c.post('/v1/webhooks', { ...endpointBody(5), rate_limit: bad });
+    envelope(t, res, 422, 'validation_failed');
+    t.deepEqual(res.body.error.details.map((d: { field: string }) => d.field), ['rate_limit'], JSON.stringify(bad));
+    const patched = await c.patch(`/v1/webhooks/${created.body.id}`, { rate_limit: bad });
+    envelope(t, patched, 422, 'validation_failed');
+  }
+  t.is((await c.patch(`/v1/webhooks/${created.body.id}`, { rate_limit: 10_000 })).body.rate_limit, 10_000);
+  t.is((await c.patch(`/v1/webhooks/${created.body.id}`, { description: 'other' })).body.rate_limit, 10_000, 'left alone by other changes');
+  const cleared = await c.patch(`/v1/webhooks/${created.body.id}`, { rate_limit: null });
+  t.is(cleared.status, 200);
+  t.is(cleared.body.rate_limit, null);
+  t.is((await c.get(`/v1/webhooks/${created.body.id}`)).body.rate_limit, null);
 });
 
 test('422 names every field that fails validation, unknown fields included', async (t) => {

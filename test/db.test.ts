@@ -33,14 +33,14 @@ const newId = () => `webhook_${newIdBody()}`;
 
 function record(tenant: string, id = newId()): EndpointRecord {
   const now = new Date();
-  return { id, tenant, url: `https://example.com/${id}`, events: ['user.*'], description: null, status: 'active', signatureScheme: 'v1', signingPublicKey: null, createdAt: now, updatedAt: now, version: 1 };
+  return { id, tenant, url: `https://example.com/${id}`, events: ['user.*'], description: null, status: 'active', signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, disabledReason: null, disabledAt: null, createdAt: now, updatedAt: now, version: 1 };
 }
 
 test('migrations create exactly the schema the entities describe', async (t) => {
   const diff = await orm.schema.getUpdateSchemaSQL({ wrap: false });
   t.is(diff.replace(/set names '[^']*';/g, '').trim(), '');
   const executed = await orm.migrator.getExecuted();
-  t.deepEqual(executed.map((m) => m.name), ['0001-initial', '0002-signature-scheme']);
+  t.deepEqual(executed.map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled']);
 });
 
 test('opening creates a missing database, and opening again (also twice at once) migrates nothing twice', async (t) => {
@@ -55,7 +55,7 @@ test('opening creates a missing database, and opening again (also twice at once)
   });
   const [a, b] = await Promise.all([openDatabase(url.toString(), silentLogger), openDatabase(url.toString(), silentLogger)]);
   try {
-    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), ['0001-initial', '0002-signature-scheme']);
+    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled']);
     t.deepEqual(await b.migrator.getPending(), []);
     t.deepEqual(await a.em.fork().find(EndpointRecord, {}), []);
   } finally {
@@ -122,7 +122,7 @@ test('queries are tenant-scoped: another tenant\'s endpoint is exactly as invisi
   const row = await getEndpoint(orm.em.fork(), 'tenant_iso_a', mine.id);
   const expected = {
     id: mine.id, tenant: 'tenant_iso_a', url: mine.url, events: ['user.*'], description: null, status: 'active',
-    signatureScheme: 'v1', signingPublicKey: null, createdAt: mine.createdAt.toISOString(), updatedAt: mine.updatedAt.toISOString(), version: 1,
+    signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, disabledReason: null, disabledAt: null, createdAt: mine.createdAt.toISOString(), updatedAt: mine.updatedAt.toISOString(), version: 1,
   } as EndpointRow;
   t.deepEqual(row, expected);
   t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a', theirs.id), undefined);

@@ -2,7 +2,7 @@
 // come from the catalogue itself, and test/api-openapi.test.ts checks that every registered route is
 // here (and nothing else) and that every response the tests see matches its schema.
 import { EVENT_NAMES, WILDCARDS } from '../domain/catalogue.ts';
-import { MAX_DESCRIPTION, MAX_PATTERNS, MAX_URL } from '../domain/endpoint.ts';
+import { MAX_DESCRIPTION, MAX_PATTERNS, MAX_RATE_LIMIT, MAX_URL, MIN_RATE_LIMIT } from '../domain/endpoint.ts';
 import { MAX_GRACE_MS } from '../endpoints/store.ts';
 import { DEFAULT_LIMIT, MAX_LIMIT } from './query.ts';
 
@@ -16,8 +16,17 @@ const ENDPOINT_PROPERTIES = {
   url: { type: 'string' },
   events: { type: 'array', items: ref('EventPattern') },
   description: { type: ['string', 'null'] },
-  status: { type: 'string', enum: ['active', 'deleted'] },
+  status: {
+    type: 'string', enum: ['active', 'disabled', 'deleted'],
+    description: '`disabled`: hookstream stopped sending (see `disabled_reason`) and keeps new deliveries queued until a restore.',
+  },
   signature_scheme: { type: 'string', enum: ['v1', 'v1a'], description: '`v1`: HMAC-SHA256 with a `whsec_` secret; `v1a`: ed25519, verified with `signing_public_key`.' },
+  rate_limit: { type: ['integer', 'null'], minimum: MIN_RATE_LIMIT, maximum: MAX_RATE_LIMIT, description: 'Deliveries per second at most; null for no limit.' },
+  disabled_reason: {
+    type: ['string', 'null'], enum: ['gone', 'failing', null],
+    description: 'Set while disabled: `gone` (the endpoint answered 410 Gone) or `failing` (every attempt failed for the deployment\'s HOOKSTREAM_DISABLE_AFTER, default 5 days).',
+  },
+  disabled_at: { type: ['string', 'null'], format: 'date-time' },
   created_at: { type: 'string', format: 'date-time' },
   updated_at: { type: 'string', format: 'date-time' },
 };
@@ -56,6 +65,10 @@ const endpointFields = {
   url: { type: 'string', maxLength: MAX_URL, description: 'https URL that receives the deliveries; loopback, private, link-local and metadata addresses are refused unless the deployment sets HOOKSTREAM_ALLOW_PRIVATE_TARGETS=1.' },
   events: { type: 'array', minItems: 1, maxItems: MAX_PATTERNS, items: ref('EventPattern'), description: 'Event names and wildcards the endpoint subscribes to.' },
   description: { type: ['string', 'null'], maxLength: MAX_DESCRIPTION },
+  rate_limit: {
+    type: ['integer', 'null'], minimum: MIN_RATE_LIMIT, maximum: MAX_RATE_LIMIT,
+    description: 'Deliveries per second at most, across every delivery process; null (the default) for no limit. A rate-limited backlog waits in the queue and is not counted as failed attempts.',
+  },
 };
 const createFields = {
   ...endpointFields,
@@ -116,21 +129,22 @@ export const OPENAPI_DOCUMENT = {
         responses: { '200': json(ref('Endpoint'), 'The endpoint.'), '404': response('NotFound'), ...common },
       },
       patch: {
-        operationId: 'updateWebhook', tags: ['webhooks'], summary: "Change an active endpoint's url, events or description.",
+        operationId: 'updateWebhook', tags: ['webhooks'], summary: "Change an active or disabled endpoint's url, events, description or rate limit.",
+        description: 'A disabled endpoint stays disabled (fix its URL, then restore it). 409 when it is deleted.',
         requestBody: { required: false, content: { 'application/json': { schema: ref('EndpointPatch') } } },
         responses: { '200': json(ref('Endpoint'), 'The endpoint after the change.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
       },
       delete: {
         operationId: 'deleteWebhook', tags: ['webhooks'], summary: 'Stop deliveries to an endpoint.',
-        description: 'The endpoint moves to `deleted`, receives nothing more (pending deliveries are dropped) and stays visible so it can be restored. 409 when it is already deleted.',
+        description: 'The endpoint moves to `deleted`, receives nothing more (pending deliveries are dropped, also those held while it was disabled) and stays visible so it can be restored. 409 when it is already deleted.',
         responses: { '200': json(ref('Endpoint'), 'The endpoint, now deleted.'), '404': response('NotFound'), '409': response('Conflict'), ...common },
       },
     },
     '/v1/webhooks/{id}/restore': {
       parameters: [idParameter],
       post: {
-        operationId: 'restoreWebhook', tags: ['webhooks'], summary: 'Reactivate a deleted endpoint.',
-        description: 'The endpoint is `active` again and receives events published from now on. 409 when it is not deleted. No body (or `{}`).',
+        operationId: 'restoreWebhook', tags: ['webhooks'], summary: 'Reactivate a deleted or disabled endpoint.',
+        description: 'The endpoint is `active` again. A deleted one receives events published from now on; a disabled one also receives the deliveries held while it was disabled. 409 when it is active. No body (or `{}`).',
         responses: { '200': json(ref('Endpoint'), 'The endpoint, active again.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
       },
     },

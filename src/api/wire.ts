@@ -2,7 +2,7 @@
 // Signing secrets appear only in the two Out types that carry `signing_secret`, and only for v1
 // endpoints; a v1a endpoint's `signing_public_key` is not secret and every read shows it.
 import type { EventPattern } from '../domain/catalogue.ts';
-import type { EndpointState, EndpointStatus } from '../domain/endpoint.ts';
+import type { DisabledReason, EndpointState, EndpointStatus } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
 
@@ -15,6 +15,11 @@ export interface EndpointOut {
   signature_scheme: SignatureScheme;
   /** v1a only. */
   signing_public_key?: string;
+  /** Deliveries per second at most, or null. */
+  rate_limit: number | null;
+  /** Why and when hookstream disabled it; both null unless `status` is disabled. */
+  disabled_reason: DisabledReason | null;
+  disabled_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -38,13 +43,16 @@ export interface RotateSecretOut {
 }
 
 /** Accepted fields of each request body; anything else is refused as unknown. */
-export const ENDPOINT_IN_FIELDS = ['url', 'events', 'description'] as const;
+export const ENDPOINT_IN_FIELDS = ['url', 'events', 'description', 'rate_limit'] as const;
 /** The scheme is chosen at creation and never changed, so only create takes it. */
 export const ENDPOINT_CREATE_IN_FIELDS = [...ENDPOINT_IN_FIELDS, 'signature_scheme'] as const;
 export const ROTATE_SECRET_IN_FIELDS = ['grace_period_seconds'] as const;
 
 /** Both the projection's rows and the command side's state carry these fields. */
-type EndpointView = Pick<EndpointState, 'id' | 'url' | 'events' | 'description' | 'status' | 'signatureScheme' | 'signingPublicKey' | 'createdAt' | 'updatedAt'>;
+type EndpointView = Pick<
+  EndpointState,
+  'id' | 'url' | 'events' | 'description' | 'status' | 'signatureScheme' | 'signingPublicKey' | 'rateLimit' | 'disabledReason' | 'disabledAt' | 'createdAt' | 'updatedAt'
+>;
 
 export const endpointOut = (e: EndpointView): EndpointOut => ({
   id: e.id,
@@ -54,6 +62,9 @@ export const endpointOut = (e: EndpointView): EndpointOut => ({
   status: e.status,
   signature_scheme: e.signatureScheme,
   ...(e.signatureScheme === SignatureScheme.V1a && e.signingPublicKey ? { signing_public_key: e.signingPublicKey } : {}),
+  rate_limit: e.rateLimit,
+  disabled_reason: e.disabledReason,
+  disabled_at: e.disabledAt,
   created_at: e.createdAt,
   updated_at: e.updatedAt,
 });

@@ -1,7 +1,9 @@
 // What CLI commands share: the configuration, a logger, and short-lived NATS/JetStream connections.
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { loadConfig, type Config } from '../config.ts';
+import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
 import { ensureStreams, startupError } from '../../streams/index.ts';
@@ -30,6 +32,18 @@ export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Prom
     return await fn({ js: jetstream(nc) });
   } finally {
     await nc.drain().catch(() => {});
+  }
+}
+
+/** Run `fn` with a Postgres connection (migrated), closing it afterwards. */
+export async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  // One connection is all a CLI command needs.
+  const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 1 });
+  try {
+    return await fn(orm.em.fork());
+  } finally {
+    await closeDatabase(orm);
   }
 }
 

@@ -3,7 +3,7 @@
 // these definitions and the migrated database agree.
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { EventPattern } from '../domain/catalogue.ts';
-import type { EndpointStatus } from '../domain/endpoint.ts';
+import type { DisabledReason, EndpointStatus } from '../domain/endpoint.ts';
 import type { SignatureScheme } from '../domain/signature.ts';
 
 /**
@@ -23,6 +23,9 @@ export const EndpointRecord = defineEntity({
     status: p.text().$type<EndpointStatus>(),
     signatureScheme: p.text().$type<SignatureScheme>().default('v1'),
     signingPublicKey: p.text().nullable(),
+    rateLimit: p.integer().nullable(),
+    disabledReason: p.text().$type<DisabledReason>().nullable(),
+    disabledAt: p.datetime().nullable(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
     // Stream sequence of the last applied event; a number is exact up to 2^53, far beyond any stream.
@@ -31,7 +34,8 @@ export const EndpointRecord = defineEntity({
   // Ids are time-ordered, so (tenant, id desc) serves the newest-first cursor pages of one tenant.
   indexes: [{ name: 'endpoints_tenant_id_idx', columns: [{ name: 'tenant' }, { name: 'id', sort: 'DESC' }] }],
   checks: [
-    { name: 'endpoints_status_check', expression: "status in ('active', 'deleted')" },
+    { name: 'endpoints_status_check', expression: "status in ('active', 'disabled', 'deleted')" },
+    { name: 'endpoints_disabled_reason_check', expression: "disabled_reason in ('gone', 'failing')" },
     { name: 'endpoints_signature_scheme_check', expression: "signature_scheme in ('v1', 'v1a')" },
   ],
 });

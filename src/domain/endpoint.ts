@@ -5,8 +5,19 @@ import { conflict, invalid, type FieldError } from '../errors.ts';
 import type { EndpointId, TenantId } from './ids.ts';
 import { isSignatureScheme, SignatureScheme } from './signature.ts';
 
-export const EndpointStatus = { Active: 'active', Deleted: 'deleted' } as const;
+// `disabled` (issue 10): hookstream stopped sending (410 Gone, or failing too long); deliveries are kept
+// in the endpoint's queue until a restore, unlike `deleted`, whose queue is dropped.
+export const EndpointStatus = { Active: 'active', Disabled: 'disabled', Deleted: 'deleted' } as const;
 export type EndpointStatus = (typeof EndpointStatus)[keyof typeof EndpointStatus];
+
+/** Why hookstream disabled an endpoint: it answered 410 Gone, or every attempt failed for HOOKSTREAM_DISABLE_AFTER. */
+export const DisabledReason = { Gone: 'gone', Failing: 'failing' } as const;
+export type DisabledReason = (typeof DisabledReason)[keyof typeof DisabledReason];
+export const isDisabledReason = (x: unknown): x is DisabledReason => x === DisabledReason.Gone || x === DisabledReason.Failing;
+
+/** Bounds of `rate_limit`, deliveries per second. */
+export const MIN_RATE_LIMIT = 1;
+export const MAX_RATE_LIMIT = 10_000;
 
 /**
  * A signing secret sealed under the master key and bound to its endpoint (never plaintext at rest): a
@@ -21,15 +32,20 @@ export interface SealedSecret {
 // never change one; a breaking change gets v: 2 and a branch in applyEndpointEvent.
 // Issue 11 added `signature_scheme` and `signing_public_key` to created and secret_rotated: events written
 // before have neither and fold as v1 endpoints. For v1a, `secret` holds the sealed whsk_ key.
+// Issue 10 added `rate_limit` (absent: none) and `endpoint.disabled`, appended by the delivery role.
 export type EndpointEvent =
   | {
     v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string;
-    signature_scheme?: SignatureScheme; signing_public_key?: string;
+    signature_scheme?: SignatureScheme; signing_public_key?: string; rate_limit?: number | null;
   }
-  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; at: string }
+  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; rate_limit?: number | null; at: string }
+  | { v: 1; type: 'endpoint.disabled'; id: EndpointId; reason: DisabledReason; at: string }
   | { v: 1; type: 'endpoint.deleted'; id: EndpointId; at: string }
   | { v: 1; type: 'endpoint.restored'; id: EndpointId; at: string }
-  | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string; signing_public_key?: string };
+  | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string; signing_public_key?: string }
+  // A master-key rotation (`hookstream keys reseal-secrets`): the same secrets, in the same order with the
+  // same expiries, sealed again under the current key. Nothing a tenant sees changes.
+  | { v: 1; type: 'endpoint.secrets_resealed'; id: EndpointId; secrets: SealedSecret[]; at: string };
 
 export type EndpointEventType = EndpointEvent['type'];
 
@@ -45,13 +61,20 @@ export interface EndpointState {
   signatureScheme: SignatureScheme;
   /** The current whpk_ key of a v1a endpoint (not secret: shown on every read); null for v1. */
   signingPublicKey: string | null;
+  /** Deliveries per second at most; null for no limit. */
+  rateLimit: number | null;
+  /** Set while disabled, null otherwise. */
+  disabledReason: DisabledReason | null;
+  disabledAt: string | null;
   createdAt: string;
   updatedAt: string;
   /** Stream sequence of the last event applied: the expected last subject sequence of the next command. */
   version: number;
   /**
-   * Stream sequence of the event that last made the endpoint active (its creation or latest restore): a
-   * delivery routed from an older view was routed before a delete and is dropped (src/delivery/worker.ts).
+   * Stream sequence of the event that last made the endpoint active after a delete (its creation or the
+   * latest restore of a deleted endpoint): a delivery routed from an older view was routed before a delete
+   * and is dropped (src/delivery/worker.ts). A restore from `disabled` leaves it: deliveries held while
+   * disabled must still go out.
    * Set by the fold; absent in Postgres rows, which never need it.
    */
   activeSince?: number;
@@ -64,6 +87,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       status: EndpointStatus.Active, secrets: [{ sealed: event.secret, expires_at: null }],
       signatureScheme: event.signature_scheme ?? SignatureScheme.V1,
       signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
+      rateLimit: event.rate_limit ?? null, disabledReason: null, disabledAt: null,
       createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq,
     };
   }
@@ -74,13 +98,25 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       if (event.url !== undefined) next.url = event.url;
       if (event.events !== undefined) next.events = event.events;
       if (event.description !== undefined) next.description = event.description;
+      if (event.rate_limit !== undefined) next.rateLimit = event.rate_limit;
+      return next;
+    case 'endpoint.disabled':
+      if (!isDisabledReason(event.reason)) throw new Error(`endpoint.disabled for ${event.id} has no valid reason`);
+      next.status = EndpointStatus.Disabled;
+      next.disabledReason = event.reason;
+      next.disabledAt = event.at;
       return next;
     case 'endpoint.deleted':
       next.status = EndpointStatus.Deleted;
+      next.disabledReason = null;
+      next.disabledAt = null;
       return next;
     case 'endpoint.restored':
+      // Only a restore after a delete starts a new life; one after a disable keeps the held deliveries valid.
+      if (state.status === EndpointStatus.Deleted) next.activeSince = seq;
       next.status = EndpointStatus.Active;
-      next.activeSince = seq;
+      next.disabledReason = null;
+      next.disabledAt = null;
       return next;
     case 'endpoint.secret_rotated': {
       const previous = state.secrets[0];
@@ -90,7 +126,20 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       if (state.signatureScheme === SignatureScheme.V1a && event.signing_public_key !== undefined) next.signingPublicKey = event.signing_public_key;
       return next;
     }
+    case 'endpoint.secrets_resealed':
+      // Checked, not trusted: a malformed event must be skipped by every reader, never leave an endpoint without a key.
+      if (!isSealedSecretList(event.secrets)) throw new Error(`endpoint.secrets_resealed for ${event.id} carries no valid secrets`);
+      next.secrets = event.secrets.map((x) => ({ sealed: x.sealed, expires_at: x.expires_at }));
+      return next;
   }
+}
+
+function isSealedSecretList(x: unknown): x is SealedSecret[] {
+  return Array.isArray(x) && x.length > 0 && x.every((s: unknown) => {
+    if (typeof s !== 'object' || s === null) return false;
+    const { sealed, expires_at } = s as { sealed?: unknown; expires_at?: unknown };
+    return typeof sealed === 'string' && sealed.length > 0 && (expires_at === null || typeof expires_at === 'string');
+  });
 }
 
 /** Secrets that sign a delivery made at `now`: the current one and a rotated-out one still in its grace period. */
@@ -100,6 +149,7 @@ export function liveSecrets(state: Pick<EndpointState, 'secrets'>, now: number):
 
 const EVENT_TYPES: ReadonlySet<string> = new Set<EndpointEventType>([
   'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.secret_rotated',
+  'endpoint.secrets_resealed', 'endpoint.disabled',
 ]);
 
 /** A version-1 endpoint event of a known type: what every reader of the stream may fold. */
@@ -111,10 +161,12 @@ export function isEndpointEvent(x: unknown): x is EndpointEvent {
 
 // ---- command validation and decisions (pure; the store publishes what these return) ----
 
+/** The fields a tenant sets, as the endpoint events carry them. */
 export interface EndpointFields {
   url: string;
   events: EventPattern[];
   description: string | null;
+  rate_limit: number | null;
 }
 
 export const MAX_DESCRIPTION = 1000;
@@ -126,7 +178,7 @@ export const MAX_PATTERNS = 64;
  * (https only, no private addresses unless allowed) and returns a problem or undefined.
  */
 export function validateFields(
-  input: { url?: unknown; events?: unknown; description?: unknown },
+  input: { url?: unknown; events?: unknown; description?: unknown; rate_limit?: unknown },
   partial: boolean,
   checkUrl: (url: URL) => string | undefined,
 ): Partial<EndpointFields> {
@@ -160,6 +212,12 @@ export function validateFields(
     else if (typeof input.description === 'string' && input.description.length > MAX_DESCRIPTION) problems.push({ field: 'description', message: `must be at most ${MAX_DESCRIPTION} characters` });
     else out.description = input.description;
   } else if (!partial) out.description = null;
+  if (input.rate_limit !== undefined) {
+    const r = input.rate_limit;
+    if (r !== null && !(typeof r === 'number' && Number.isInteger(r) && r >= MIN_RATE_LIMIT && r <= MAX_RATE_LIMIT)) {
+      problems.push({ field: 'rate_limit', message: `must be a whole number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}, or null` });
+    } else out.rate_limit = r;
+  } else if (!partial) out.rate_limit = null;
   if (problems.length) throw invalid(problems);
   return out;
 }
@@ -172,9 +230,15 @@ export function parseSignatureScheme(x: unknown): SignatureScheme {
 }
 
 export function assertActive(state: EndpointState): void {
-  if (state.status !== EndpointStatus.Active) throw conflict(`endpoint ${state.id} is deleted; restore it first`);
+  if (state.status !== EndpointStatus.Active) throw conflict(`endpoint ${state.id} is ${state.status}; restore it first`);
 }
 
-export function assertDeleted(state: EndpointState): void {
-  if (state.status !== EndpointStatus.Deleted) throw conflict(`endpoint ${state.id} is not deleted`);
+/** Tenants may change or delete a disabled endpoint (to fix its URL before a restore), not a deleted one. */
+export function assertNotDeleted(state: EndpointState): void {
+  if (state.status === EndpointStatus.Deleted) throw conflict(`endpoint ${state.id} is deleted; restore it first`);
+}
+
+/** A restore brings back a deleted or a disabled endpoint; an active one is a conflict. */
+export function assertRestorable(state: EndpointState): void {
+  if (state.status === EndpointStatus.Active) throw conflict(`endpoint ${state.id} is not deleted or disabled`);
 }

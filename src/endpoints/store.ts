@@ -4,18 +4,19 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import {
-  applyEndpointEvent, assertActive, assertDeleted, parseSignatureScheme, validateFields,
-  type EndpointEvent, type EndpointState,
+  applyEndpointEvent, assertNotDeleted, assertRestorable, EndpointStatus, parseSignatureScheme, validateFields,
+  type DisabledReason, type EndpointEvent, type EndpointState,
 } from '../domain/endpoint.ts';
 import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
 import { newEd25519KeyPair, newSigningSecret, SignatureScheme } from '../domain/signature.ts';
-import { conflict, notFound } from '../errors.ts';
+import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import { readEndpoint } from './read.ts';
 import type { Logger } from '../log.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
 export const MAX_GRACE_MS = 7 * 24 * 3600_000;
 export const DEFAULT_GRACE_MS = 24 * 3600_000;
+const DISABLE_ROUNDS = 5;
 
 export interface SecretSealerLike {
   /** Seal bound to the endpoint: the sealed value opens only for this id (issue 8). */
@@ -26,6 +27,8 @@ export interface EndpointInput {
   url?: unknown;
   events?: unknown;
   description?: unknown;
+  /** Deliveries per second, 1..10,000, or null for none. */
+  rate_limit?: unknown;
   /** Create only: "v1" (default) or "v1a". */
   signature_scheme?: unknown;
 }
@@ -47,6 +50,11 @@ export interface EndpointStore {
   delete(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
   restore(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
   rotateSecret(tenant: TenantId, id: EndpointId, graceMs?: number): Promise<CommandResult & NewSecret>;
+  /**
+   * The delivery role's command (no tenant): disable an active endpoint. A concurrent change is re-read
+   * and retried; undefined when the endpoint is no longer active (deleted, already disabled, gone).
+   */
+  disable(id: EndpointId, reason: DisabledReason): Promise<CommandResult | undefined>;
   /** The current state from the stream, scoped to the tenant (another tenant's id is not found). */
   get(tenant: TenantId, id: EndpointId): Promise<EndpointState>;
 }
@@ -100,6 +108,7 @@ export function createEndpointStore(deps: {
       const result = await append(undefined, {
         v: 1, type: 'endpoint.created', id, tenant,
         url: fields.url!, events: fields.events!, description: fields.description ?? null,
+        ...(fields.rate_limit != null ? { rate_limit: fields.rate_limit } : {}),
         secret: deps.sealer.seal(key.secret, id), at: now(),
         signature_scheme: scheme, ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
       });
@@ -108,20 +117,33 @@ export function createEndpointStore(deps: {
     async update(tenant, id, input) {
       const fields = validateFields(input, true, deps.checkUrl);
       const state = await get(tenant, id);
-      assertActive(state);
+      assertNotDeleted(state);
       // An empty patch changes nothing, so it appends nothing.
       if (Object.keys(fields).length === 0) return { endpoint: state, seq: state.version };
       return append(state, { v: 1, type: 'endpoint.updated', id, ...fields, at: now() });
     },
     async delete(tenant, id) {
       const state = await get(tenant, id);
-      assertActive(state);
+      assertNotDeleted(state);
       return append(state, { v: 1, type: 'endpoint.deleted', id, at: now() });
     },
     async restore(tenant, id) {
       const state = await get(tenant, id);
-      assertDeleted(state);
+      assertRestorable(state);
       return append(state, { v: 1, type: 'endpoint.restored', id, at: now() });
+    },
+    async disable(id, reason) {
+      // A few rounds: each lost race means someone else changed the endpoint, which is rare and quick.
+      for (let round = 0; round < DISABLE_ROUNDS; round++) {
+        const state = await readEndpoint(deps.js, deps.jsm, id, { log: deps.log });
+        if (!state || state.status !== EndpointStatus.Active) return undefined;
+        try {
+          return await append(state, { v: 1, type: 'endpoint.disabled', id, reason, at: now() });
+        } catch (e) {
+          if (!isHookstreamError(e, ErrorCode.Conflict)) throw e;
+        }
+      }
+      throw conflict(`endpoint ${id} kept changing; not disabled`);
     },
     async rotateSecret(tenant, id, graceMs = DEFAULT_GRACE_MS) {
       const state = await get(tenant, id);

@@ -1,22 +1,8 @@
 // `hookstream api-keys create|list|revoke`: a tenant's API keys for the management API. The key is
 // printed once, by create; afterwards only its id and first characters are ever shown.
-import { loadConfig } from '../../config.ts';
-import { openDatabase, closeDatabase } from '../../db/orm.ts';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyInfo } from '../../apikeys/store.ts';
 import { requireTenant, table, UsageError, type Command } from '../command.ts';
-import { cliLogger } from '../context.ts';
-import type { EntityManager } from '@mikro-orm/postgresql';
-
-async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  // One connection is all a CLI command needs.
-  const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 1 });
-  try {
-    return await fn(orm.em.fork());
-  } finally {
-    await closeDatabase(orm);
-  }
-}
+import { withDatabase } from '../context.ts';
 
 /** The JSON shape of a key (snake_case, as the API writes its fields). */
 const keyOut = (k: ApiKeyInfo) => ({

@@ -1,16 +1,47 @@
-import type { EndpointState } from '../../domain/endpoint.ts';
-import { createEndpointStore } from '../../endpoints/store.ts';
+// `hookstream endpoints create|update|list`: endpoints from the command line, through the same endpoint
+// store (create, update) and projection (list) as the API.
+import { EndpointStatus, type EndpointState } from '../../domain/endpoint.ts';
+import { isEndpointId } from '../../domain/ids.ts';
+import { createEndpointStore, type EndpointInput } from '../../endpoints/store.ts';
+import { listEndpoints, type EndpointRow } from '../../endpoints/queries.ts';
 import { loadKeys } from '../../crypto/keys.ts';
 import { SecretSealer } from '../../crypto/sodium.ts';
 import { checkTargetUrl } from '../../delivery/target-policy.ts';
-import { requireString, requireTenant, type Command } from '../command.ts';
-import { withNats } from '../context.ts';
+import { requireString, requireTenant, table, UsageError, type Command, type OptionValues } from '../command.ts';
+import { withDatabase, withNats } from '../context.ts';
 
-const view = (e: EndpointState) => ({
+type Shown = Omit<EndpointState, 'secrets' | 'activeSince'> | EndpointRow;
+
+const view = (e: Shown) => ({
   id: e.id, url: e.url, events: e.events, description: e.description, status: e.status,
   signature_scheme: e.signatureScheme, ...(e.signingPublicKey ? { signing_public_key: e.signingPublicKey } : {}),
+  rate_limit: e.rateLimit, disabled_reason: e.disabledReason, disabled_at: e.disabledAt,
   created_at: e.createdAt, updated_at: e.updatedAt,
 });
+
+/** `disabled (gone since …)` for people; the plain status otherwise. */
+const statusText = (e: Shown) =>
+  (e.status === EndpointStatus.Disabled ? `disabled (${e.disabledReason ?? '?'} since ${e.disabledAt ?? '?'})` : e.status);
+
+/** --rate-limit: a number is checked by the store (1..10,000, one 422-like message); `none` clears it. */
+function rateLimitOption(values: OptionValues): { rate_limit?: unknown } {
+  const v = values['rate-limit'];
+  if (v === undefined) return {};
+  if (v === 'none') return { rate_limit: null };
+  if (typeof v !== 'string' || !/^\d+$/.test(v)) throw new UsageError('--rate-limit must be a whole number of deliveries per second (1-10000) or none');
+  return { rate_limit: Number(v) };
+}
+
+const RATE_LIMIT_HELP = '  --rate-limit N      at most N deliveries per second (1-10000); `none` for no limit';
+
+async function withStore<T>(fn: (store: ReturnType<typeof createEndpointStore>) => Promise<T>): Promise<T> {
+  return withNats(async ({ config, log, js, jsm }) => {
+    const keys = await loadKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false });
+    return fn(createEndpointStore({
+      js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl: (u) => checkTargetUrl(u, config.allowPrivateTargets), log,
+    }));
+  });
+}
 
 export const endpointsCreate: Command = {
   name: 'endpoints create',
@@ -23,32 +54,96 @@ export const endpointsCreate: Command = {
     '  --description TEXT  optional',
     '  --signature-scheme v1|v1a  v1 (default): HMAC with a whsec_ secret, shown once;',
     '                      v1a: ed25519; hookstream keeps the private key and prints the whpk_ public key',
+    RATE_LIMIT_HELP,
     '',
     'The signing secret is shown once; it can be replaced later with rotate-secret.',
   ].join('\n'),
   options: {
     tenant: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' }, description: { type: 'string' },
-    'signature-scheme': { type: 'string' },
+    'signature-scheme': { type: 'string' }, 'rate-limit': { type: 'string' },
   },
   async run({ values, out }) {
     const tenant = requireTenant(values);
     const url = requireString(values, 'url');
     const events = requireString(values, 'events').split(',').map((e) => e.trim()).filter(Boolean);
-    const result = await withNats(async ({ config, log, js, jsm }) => {
-      const keys = await loadKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false });
-      const store = createEndpointStore({
-        js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl: (u) => checkTargetUrl(u, config.allowPrivateTargets),
-      });
-      return store.create(tenant, { url, events, description: values['description'], signature_scheme: values['signature-scheme'] });
-    });
+    const input: EndpointInput = {
+      url, events, description: values['description'], signature_scheme: values['signature-scheme'], ...rateLimitOption(values),
+    };
+    const result = await withStore((store) => store.create(tenant, input));
     const secret = result.signingSecret;
     out.data({ ...view(result.endpoint), ...(secret === undefined ? {} : { signing_secret: secret }) }, () => [
       `created ${result.endpoint.id} for ${tenant}`,
       `  url:            ${result.endpoint.url}`,
       `  events:         ${result.endpoint.events.join(', ')}`,
+      ...(result.endpoint.rateLimit === null ? [] : [`  rate limit:     ${result.endpoint.rateLimit}/s`]),
       secret === undefined
         ? `  public key:     ${result.endpoint.signingPublicKey}   (v1a; verify with: hookstream listen --public-key …)`
         : `  signing secret: ${secret}   (shown once)`,
     ].join('\n'));
+  },
+};
+
+export const endpointsUpdate: Command = {
+  name: 'endpoints update',
+  summary: "Change an endpoint's url, events, description or rate limit",
+  help: [
+    'Options:',
+    '  --tenant T          tenant id (the endpoint must be this tenant\'s)',
+    '  --url URL           new URL',
+    '  --events LIST       new comma-separated event names or wildcards',
+    '  --description TEXT  new description',
+    RATE_LIMIT_HELP,
+    '',
+    'Options left out stay as they are. A disabled endpoint stays disabled (restore it through the API).',
+  ].join('\n'),
+  options: {
+    tenant: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' }, description: { type: 'string' },
+    'rate-limit': { type: 'string' },
+  },
+  positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
+  async run({ values, positionals, out }) {
+    const tenant = requireTenant(values);
+    const id = positionals[0]!;
+    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const input: EndpointInput = {
+      ...(values['url'] !== undefined ? { url: values['url'] } : {}),
+      ...(typeof values['events'] === 'string' ? { events: values['events'].split(',').map((e) => e.trim()).filter(Boolean) } : {}),
+      ...(values['description'] !== undefined ? { description: values['description'] } : {}),
+      ...rateLimitOption(values),
+    };
+    if (Object.keys(input).length === 0) throw new UsageError('nothing to change: pass --url, --events, --description or --rate-limit');
+    const result = await withStore((store) => store.update(tenant, id, input));
+    const e = result.endpoint;
+    out.data(view(e), () => [
+      `updated ${e.id}`,
+      `  url:         ${e.url}`,
+      `  events:      ${e.events.join(', ')}`,
+      `  rate limit:  ${e.rateLimit === null ? 'none' : `${e.rateLimit}/s`}`,
+      `  status:      ${statusText(e)}`,
+    ].join('\n'));
+  },
+};
+
+export const endpointsList: Command = {
+  name: 'endpoints list',
+  summary: "A tenant's endpoints, newest first, with their status (disabled: why and since when)",
+  help: [
+    'Options:',
+    '  --tenant T     tenant id',
+    '  --limit N      at most N endpoints (1-100, default 100)',
+    '',
+    'Reads the Postgres projection, as the API does.',
+  ].join('\n'),
+  options: { tenant: { type: 'string' }, limit: { type: 'string' } },
+  async run({ values, out }) {
+    const tenant = requireTenant(values);
+    const limit = values['limit'] === undefined ? 100 : Number(values['limit']);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new UsageError('--limit must be a whole number from 1 to 100');
+    const page = await withDatabase((em) => listEndpoints(em, tenant, { limit }));
+    out.data({ data: page.rows.map(view), has_more: page.hasMore }, () => (page.rows.length === 0
+      ? `no endpoints for ${tenant}`
+      : table(['ID', 'STATUS', 'RATE LIMIT', 'EVENTS', 'URL'], page.rows.map((e) => [
+        e.id, statusText(e), e.rateLimit === null ? null : `${e.rateLimit}/s`, e.events.join(','), e.url,
+      ]))));
   },
 };
