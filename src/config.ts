@@ -39,6 +39,10 @@ export interface Config {
   masterKey: string | undefined;
   deadLetterPublicKey: string | undefined;
   deadLetterSecretKey: string | undefined;
+  /** Rotation: the master key before HOOKSTREAM_MASTER_KEY; what was sealed under it still opens. */
+  previousMasterKey: string | undefined;
+  /** Rotation: the dead-letter secret key before HOOKSTREAM_DEAD_LETTER_SECRET_KEY (admin role). */
+  previousDeadLetterSecretKey: string | undefined;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
 
@@ -69,6 +73,8 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_MASTER_KEY', default: '(generated in development)', meaning: 'base64 32-byte key sealing signing secrets and keying webhook ids' },
   { name: 'HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY', default: '(generated in development)', meaning: 'base64 X25519 public key sealing dead letters' },
   { name: 'HOOKSTREAM_DEAD_LETTER_SECRET_KEY', default: '(generated in development)', meaning: 'base64 X25519 secret key opening dead letters (admin role only)' },
+  { name: 'HOOKSTREAM_PREVIOUS_MASTER_KEY', default: '', meaning: 'during a rotation: the master key before HOOKSTREAM_MASTER_KEY; its sealed secrets and webhook ids still open' },
+  { name: 'HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY', default: '', meaning: 'during a rotation: the dead-letter secret key before the current one (admin role); its dead letters still open' },
   { name: 'HOOKSTREAM_LOG_LEVEL', default: 'info', meaning: 'debug, info, warn or error' },
   { name: 'NODE_ENV', default: '', meaning: 'production refuses to start without keys' },
 ];
@@ -181,6 +187,8 @@ export function loadConfig(env: Env = process.env): Config {
     masterKey: env['HOOKSTREAM_MASTER_KEY'] || undefined,
     deadLetterPublicKey: env['HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY'] || undefined,
     deadLetterSecretKey: env['HOOKSTREAM_DEAD_LETTER_SECRET_KEY'] || undefined,
+    previousMasterKey: env['HOOKSTREAM_PREVIOUS_MASTER_KEY'] || undefined,
+    previousDeadLetterSecretKey: env['HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY'] || undefined,
     logLevel: level as Config['logLevel'],
   };
 }

@@ -63,8 +63,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
       deadLetterSecret: roles.has('admin'),
     });
 
-    // Built once: the router encodes webhook ids, the admin role decodes them.
-    const webhookIds = keys.masterKey ? createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(keys.masterKey, 'base64'))) : undefined;
+    // Built once: the router encodes webhook ids, the admin role decodes them (during a master-key
+    // rotation, also the ids made under the previous key).
+    const webhookIds = keys.masterKey
+      ? createWebhookIdCodec(
+        deriveWebhookIdKey(Buffer.from(keys.masterKey, 'base64')),
+        keys.previousMasterKey ? [deriveWebhookIdKey(Buffer.from(keys.previousMasterKey, 'base64'))] : [],
+      )
+      : undefined;
 
     let orm: Database | undefined;
     if (needsDatabase(config.roles)) {
@@ -115,7 +121,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
       stops.push(() => sender.close());
       const delivery = await startDelivery({
-        js, jsm, directory, sender, publisher, secrets: new SecretSealer(keys.masterKey!),
+        js, jsm, directory, sender, publisher, secrets: new SecretSealer(keys.masterKey!, keys.previousMasterKey),
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });
@@ -150,7 +156,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Last, so it stops first: no admin request starts a replay while the roles below shut down.
     if (roles.has('admin') && orm && webhookIds) {
       const admin = await startAdmin({
-        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, shards: config.deliveryShards, webhookIds,
+        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!,
+        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds,
         log: log.child({ role: 'admin' }), metrics,
       });
       stops.push(() => admin.stop());

@@ -29,6 +29,8 @@ test('defaults without any variable', (t) => {
     masterKey: undefined,
     deadLetterPublicKey: undefined,
     deadLetterSecretKey: undefined,
+    previousMasterKey: undefined,
+    previousDeadLetterSecretKey: undefined,
     logLevel: 'info',
   };
   t.deepEqual(loadConfig({}), expected);

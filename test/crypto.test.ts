@@ -11,7 +11,7 @@ import { ConfigError, ErrorCode, isHookstreamError } from '../src/errors.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { generateKeyEnvLines, KEYS_FILE, loadKeys, type KeyNeeds } from '../src/crypto/keys.ts';
 import {
-  DecryptionError, decodeKey, deadLetterKeysMatch, generateKeys, initSodium, isDecryptionError,
+  createDeadLetterKeyring, DecryptionError, decodeKey, deadLetterKeysMatch, deadLetterPublicKeyOf, generateKeys, initSodium, isDecryptionError,
   openDeadLetter, sealForDeadLetters, SecretSealer,
 } from '../src/crypto/sodium.ts';
 
@@ -337,4 +337,72 @@ test('`keys generate` prints three env lines that production accepts', async (t)
   const sealed = sealForDeadLetters(keys.deadLetterPublicKey!, new Uint8Array([9]));
   t.deepEqual(openDeadLetter(keys.deadLetterPublicKey!, keys.deadLetterSecretKey!, sealed), new Uint8Array([9]));
   t.not((await generateKeyEnvLines())[0], lines[0]);
+});
+
+// ---- rotation: previous keys ----
+
+test('with a previous master key, values sealed under it open and say they need resealing; new ones seal under the current key', (t) => {
+  const k1 = generateKeys().masterKey;
+  const k2 = generateKeys().masterKey;
+  const old = new SecretSealer(k1);
+  const rotating = new SecretSealer(k2, k1);
+  const bound = old.seal('whsec_underk1', EP_A);
+  const legacy = sealLegacy(k1, 'whsec_legacyk1');
+  t.deepEqual(rotating.openWithOrigin(bound, EP_A), { plaintext: 'whsec_underk1', current: false });
+  t.deepEqual(rotating.openWithOrigin(legacy, EP_A), { plaintext: 'whsec_legacyk1', current: false });
+  t.deepEqual(rotating.openWithOrigin(sealLegacy(k2, 'whsec_legacyk2'), EP_A), { plaintext: 'whsec_legacyk2', current: false }, 'unbound is never current');
+  const fresh = rotating.seal('whsec_new', EP_A);
+  t.deepEqual(rotating.openWithOrigin(fresh, EP_A), { plaintext: 'whsec_new', current: true });
+  t.is(new SecretSealer(k2).open(fresh, EP_A), 'whsec_new', 'sealed under the current key alone');
+  t.throws(() => old.open(fresh, EP_A), { instanceOf: DecryptionError });
+  // The binding holds under the previous key too.
+  t.throws(() => rotating.open(bound, EP_B), { instanceOf: DecryptionError });
+  const err = t.throws(() => new SecretSealer(k2, generateKeys().masterKey).open(bound, EP_A), { instanceOf: DecryptionError });
+  t.regex(err.message, /under HOOKSTREAM_MASTER_KEY or HOOKSTREAM_PREVIOUS_MASTER_KEY/);
+  for (const leak of [k1, k2, 'underk1']) t.false(err.message.includes(leak));
+  t.false(inspect(rotating, { showHidden: true, depth: 5 }).includes(k1));
+});
+
+test('a malformed previous master key is a ConfigError naming HOOKSTREAM_PREVIOUS_MASTER_KEY', (t) => {
+  const err = t.throws(() => new SecretSealer(generateKeys().masterKey, b64(31)), { instanceOf: ConfigError });
+  t.is(err.variable, 'HOOKSTREAM_PREVIOUS_MASTER_KEY');
+});
+
+test('the dead-letter keyring opens with the current pair, then the previous secret key, and names both when neither opens', (t) => {
+  const p1 = generateKeys();
+  const p2 = generateKeys();
+  const ring = createDeadLetterKeyring(p2.deadLetterSecretKey, p1.deadLetterSecretKey);
+  const underP1 = sealForDeadLetters(p1.deadLetterPublicKey, Buffer.from('one'));
+  const underP2 = sealForDeadLetters(p2.deadLetterPublicKey, Buffer.from('two'));
+  t.deepEqual(ring.open(underP1), { bytes: new Uint8Array(Buffer.from('one')), previous: true });
+  t.deepEqual(ring.open(underP2), { bytes: new Uint8Array(Buffer.from('two')), previous: false });
+  t.is(deadLetterPublicKeyOf(p2.deadLetterSecretKey), p2.deadLetterPublicKey);
+  const err = t.throws(() => createDeadLetterKeyring(p2.deadLetterSecretKey).open(underP1), { instanceOf: DecryptionError });
+  t.regex(err.message, /under HOOKSTREAM_DEAD_LETTER_SECRET_KEY \(/);
+  const both = t.throws(() => ring.open(sealForDeadLetters(generateKeys().deadLetterPublicKey, Buffer.from('x'))), { instanceOf: DecryptionError });
+  t.regex(both.message, /HOOKSTREAM_DEAD_LETTER_SECRET_KEY or HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY/);
+  t.is(t.throws(() => createDeadLetterKeyring(p2.deadLetterSecretKey, b64(16)), { instanceOf: ConfigError }).variable, 'HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY');
+});
+
+test('previous keys come from the environment only, and only for the roles that hold the current key', async (t) => {
+  const k = generateKeys();
+  const prev = generateKeys();
+  const config = loadConfig({
+    HOOKSTREAM_DATA_DIR: await tempDir(), HOOKSTREAM_MASTER_KEY: k.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: k.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k.deadLetterSecretKey, HOOKSTREAM_PREVIOUS_MASTER_KEY: ` ${prev.masterKey}\n`,
+    HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY: prev.deadLetterSecretKey,
+  });
+  const all = await loadKeys(config, capture().log, ALL);
+  t.is(all.previousMasterKey, prev.masterKey);
+  t.is(all.previousDeadLetterSecretKey, prev.deadLetterSecretKey);
+  const worker = await loadKeys(config, capture().log, { master: false, deadLetterPublic: true, deadLetterSecret: false });
+  t.is(worker.previousMasterKey, undefined);
+  t.is(worker.previousDeadLetterSecretKey, undefined, 'a sealing worker never gets a secret key, old or new');
+  const bad = loadConfig({ HOOKSTREAM_MASTER_KEY: k.masterKey, HOOKSTREAM_DATA_DIR: await tempDir(), HOOKSTREAM_PREVIOUS_MASTER_KEY: 'nope' });
+  const err = await t.throwsAsync(loadKeys(bad, capture().log, { master: true, deadLetterPublic: false, deadLetterSecret: false }), { instanceOf: ConfigError });
+  t.is(err.variable, 'HOOKSTREAM_PREVIOUS_MASTER_KEY');
+  const same = capture();
+  await loadKeys(loadConfig({ HOOKSTREAM_MASTER_KEY: k.masterKey, HOOKSTREAM_PREVIOUS_MASTER_KEY: k.masterKey }), same.log, { master: true, deadLetterPublic: false, deadLetterSecret: false });
+  t.true(same.lines.some((l) => l.includes('the previous key is the current key')));
+  t.false(same.lines.join('\n').includes(k.masterKey));
 });

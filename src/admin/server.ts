@@ -39,6 +39,8 @@ export async function startAdmin(deps: {
   jsm: JetStreamManager;
   orm: MikroORM;
   deadLetterSecretKey: string;
+  /** During a key-pair rotation: opens the dead letters sealed before it. */
+  previousDeadLetterSecretKey?: string | undefined;
   shards: number;
   /** Turns a webhook-id back into its EVENTS message (deliveries show). */
   webhookIds: WebhookIdCodec;
@@ -46,7 +48,7 @@ export async function startAdmin(deps: {
   metrics: ServiceMetrics;
 }): Promise<Admin> {
   const { nc, log } = deps;
-  const opener = await createDeadLetterOpener(deps.deadLetterSecretKey);
+  const opener = await createDeadLetterOpener(deps.deadLetterSecretKey, deps.previousDeadLetterSecretKey);
   const deadLetters = createDeadLetters({ ...deps, opener });
   const deliveries = createDeliveryStates(deps);
   const rejected = createRejectedEvents(deps);

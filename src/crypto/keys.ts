@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import type { Config } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { decodeKey, deadLetterKeysMatch, generateKeys, initSodium, KeyVariable } from './sodium.ts';
+import { decodeKey, deadLetterKeysMatch, generateKeys, initSodium, KeyVariable, PreviousKeyVariable } from './sodium.ts';
 
 export interface KeyNeeds {
   /** api and delivery (signing secrets), router and admin (webhook ids are keyed by it). */
@@ -21,6 +21,10 @@ export interface Keys {
   masterKey: string | undefined;
   deadLetterPublicKey: string | undefined;
   deadLetterSecretKey: string | undefined;
+  /** HOOKSTREAM_PREVIOUS_MASTER_KEY, with the master key, during a rotation; from the environment only. Absent otherwise. */
+  previousMasterKey?: string;
+  /** HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY, with the secret key, during a rotation; from the environment only. Absent otherwise. */
+  previousDeadLetterSecretKey?: string;
 }
 
 export const KEYS_FILE = 'keys.json';
@@ -57,7 +61,22 @@ export async function loadKeys(config: Config, log: Logger, need: KeyNeeds): Pro
     const where = file ? `; one of them comes from ${file.path}: set both in the environment or neither` : '';
     throw new ConfigError(KeyVariable.DeadLetterSecret, `does not belong to ${KeyVariable.DeadLetterPublic}${where}`);
   }
-  return { masterKey, deadLetterPublicKey, deadLetterSecretKey };
+  // Previous keys exist only while an operator rotates: never generated, never read from the keys file.
+  const previous = (needed: boolean, variable: PreviousKeyVariable, value: string | undefined, current: string | undefined): string | undefined => {
+    if (!needed || value === undefined) return undefined;
+    decodeKey(variable, value);
+    if (current !== undefined && Buffer.from(value.trim(), 'base64').equals(Buffer.from(current, 'base64'))) {
+      log.warn('the previous key is the current key: nothing is being rotated', { variable });
+    }
+    return value.trim();
+  };
+  const previousMasterKey = previous(need.master, PreviousKeyVariable.Master, config.previousMasterKey, masterKey);
+  const previousDeadLetterSecretKey = previous(need.deadLetterSecret, PreviousKeyVariable.DeadLetterSecret, config.previousDeadLetterSecretKey, deadLetterSecretKey);
+  return {
+    masterKey, deadLetterPublicKey, deadLetterSecretKey,
+    ...(previousMasterKey ? { previousMasterKey } : {}),
+    ...(previousDeadLetterSecretKey ? { previousDeadLetterSecretKey } : {}),
+  };
 }
 
 /** The keys file of `dataDir`, created with all three keys on first use. */

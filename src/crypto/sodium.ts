@@ -12,6 +12,16 @@ export const KeyVariable = {
 } as const;
 export type KeyVariable = (typeof KeyVariable)[keyof typeof KeyVariable];
 
+/**
+ * Keys being rotated out: optional, never generated, never in the development keys file. While set, what
+ * was sealed under them still opens; `hookstream keys reseal-*` moves it to the current key.
+ */
+export const PreviousKeyVariable = {
+  Master: 'HOOKSTREAM_PREVIOUS_MASTER_KEY',
+  DeadLetterSecret: 'HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY',
+} as const;
+export type PreviousKeyVariable = (typeof PreviousKeyVariable)[keyof typeof PreviousKeyVariable];
+
 // libsodium's sizes, fixed by the algorithms (XSalsa20-Poly1305, X25519); constants so that keys can be
 // checked before sodium.ready.
 const KEY_BYTES = 32;
@@ -50,7 +60,7 @@ const toBase64 = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.
  * The 32 key bytes a base64 key string stands for, or a ConfigError naming `variable`.
  * `source` says where the value came from when it was not the environment (e.g. the keys file).
  */
-export function decodeKey(variable: KeyVariable, value: string, source?: string): Uint8Array {
+export function decodeKey(variable: KeyVariable | PreviousKeyVariable, value: string, source?: string): Uint8Array {
   const from = source ? ` (from ${source})` : '';
   const text = value.trim();
   if (!BASE64.test(text)) {
@@ -68,18 +78,30 @@ const BOUND_PREFIX = 'v2:';
 const AEAD_NONCE_BYTES = 24;
 const AEAD_TAG_BYTES = 16;
 
+/** What a sealed secret opened to, and whether it is already in the current form. */
+export interface OpenedSecret {
+  plaintext: string;
+  /** `v2:` under the current master key (bound to the endpoint): nothing for a reseal to do. */
+  current: boolean;
+}
+
 /**
  * Seals endpoint signing secrets under the master key, so the database and the stream never hold them in
  * clear. A sealed value is bound to its endpoint (the id is AEAD additional data): copied into another
  * endpoint's events it does not open there (issue 8).
+ *
+ * During a master-key rotation the previous key opens what was sealed under it; sealing always uses the
+ * current key.
  */
 export class SecretSealer {
-  // A private field keeps the key out of util.inspect and JSON.stringify.
+  // Private fields keep the keys out of util.inspect and JSON.stringify.
   readonly #key: Uint8Array;
+  readonly #previous: Uint8Array | undefined;
 
-  constructor(masterKeyB64: string) {
+  constructor(masterKeyB64: string, previousMasterKeyB64?: string) {
     assertReady();
     this.#key = decodeKey(KeyVariable.Master, masterKeyB64);
+    this.#previous = previousMasterKeyB64 === undefined ? undefined : decodeKey(PreviousKeyVariable.Master, previousMasterKeyB64);
   }
 
   /** `v2:` + base64(nonce || ciphertext and tag); a fresh random nonce every time. */
@@ -95,39 +117,52 @@ export class SecretSealer {
   /**
    * The plaintext of a value sealed for `endpointId`. Values sealed before issue 8 (plain base64 of a
    * secretbox, no prefix) carry no endpoint binding; they still open, for any id, until the endpoint's
-   * secret is rotated.
+   * secret is rotated or resealed.
    */
   open(sealed: string, endpointId: string): string {
-    if (sealed.startsWith(BOUND_PREFIX)) return this.#openBound(sealed.slice(BOUND_PREFIX.length), endpointId);
-    return this.#openLegacy(sealed);
+    return this.openWithOrigin(sealed, endpointId).plaintext;
   }
 
-  #openBound(text: string, endpointId: string): string {
-    const bytes = BASE64.test(text) ? new Uint8Array(Buffer.from(text, 'base64')) : undefined;
-    if (!bytes || bytes.length < AEAD_NONCE_BYTES + AEAD_TAG_BYTES) throw new DecryptionError('sealed secret is malformed');
-    let plain: Uint8Array;
-    try {
-      plain = sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(
-        null, bytes.subarray(AEAD_NONCE_BYTES), sodium.from_string(endpointId), bytes.subarray(0, AEAD_NONCE_BYTES), this.#key,
-      );
-    } catch {
-      throw new DecryptionError(`sealed secret does not open for this endpoint under ${KeyVariable.Master} (another endpoint's value, wrong key or corrupted data)`);
+  /** Like open(), and says whether the value is already what seal() makes now (`hookstream keys reseal-secrets`). */
+  openWithOrigin(sealed: string, endpointId: string): OpenedSecret {
+    const bound = sealed.startsWith(BOUND_PREFIX);
+    const bytes = bound ? sealedBytes(sealed.slice(BOUND_PREFIX.length), AEAD_NONCE_BYTES + AEAD_TAG_BYTES) : sealedBytes(sealed, NONCE_BYTES + MAC_BYTES);
+    const tryKey = (key: Uint8Array) => (bound ? openBound(bytes, endpointId, key) : openLegacy(bytes, key));
+    let plain = tryKey(this.#key);
+    if (plain !== undefined) return { plaintext: plain, current: bound };
+    if (this.#previous) {
+      plain = tryKey(this.#previous);
+      if (plain !== undefined) return { plaintext: plain, current: false };
     }
-    return sodium.to_string(plain);
+    const keys = this.#previous ? `${KeyVariable.Master} or ${PreviousKeyVariable.Master}` : KeyVariable.Master;
+    throw new DecryptionError(bound
+      ? `sealed secret does not open for this endpoint under ${keys} (another endpoint's value, wrong key or corrupted data)`
+      : `sealed secret does not open under ${keys} (wrong key or corrupted data)`);
   }
+}
 
-  #openLegacy(sealed: string): string {
-    const bytes = BASE64.test(sealed) ? new Uint8Array(Buffer.from(sealed, 'base64')) : undefined;
-    if (!bytes || bytes.length < NONCE_BYTES + MAC_BYTES) {
-      throw new DecryptionError('sealed secret is malformed');
-    }
-    let plain: Uint8Array;
-    try {
-      plain = sodium.crypto_secretbox_open_easy(bytes.subarray(NONCE_BYTES), bytes.subarray(0, NONCE_BYTES), this.#key);
-    } catch {
-      throw new DecryptionError(`sealed secret does not open under ${KeyVariable.Master} (wrong key or corrupted data)`);
-    }
-    return sodium.to_string(plain);
+function sealedBytes(text: string, minimum: number): Uint8Array {
+  const bytes = BASE64.test(text) ? new Uint8Array(Buffer.from(text, 'base64')) : undefined;
+  if (!bytes || bytes.length < minimum) throw new DecryptionError('sealed secret is malformed');
+  return bytes;
+}
+
+/** The plaintext, or undefined when the value does not open under `key` for this endpoint. */
+function openBound(bytes: Uint8Array, endpointId: string, key: Uint8Array): string | undefined {
+  try {
+    return sodium.to_string(sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(
+      null, bytes.subarray(AEAD_NONCE_BYTES), sodium.from_string(endpointId), bytes.subarray(0, AEAD_NONCE_BYTES), key,
+    ));
+  } catch {
+    return undefined;
+  }
+}
+
+function openLegacy(bytes: Uint8Array, key: Uint8Array): string | undefined {
+  try {
+    return sodium.to_string(sodium.crypto_secretbox_open_easy(bytes.subarray(NONCE_BYTES), bytes.subarray(0, NONCE_BYTES), key));
+  } catch {
+    return undefined;
   }
 }
 
@@ -146,6 +181,49 @@ export function openDeadLetter(publicKeyB64: string, secretKeyB64: string, seale
   } catch {
     throw new DecryptionError(`dead letter does not open under ${KeyVariable.DeadLetterSecret} (wrong key pair or corrupted data)`);
   }
+}
+
+/** The X25519 public key of a dead-letter secret key, so an operator configures one variable, not two that must match. */
+export function deadLetterPublicKeyOf(secretKeyB64: string, variable: KeyVariable | PreviousKeyVariable = KeyVariable.DeadLetterSecret): string {
+  assertReady();
+  return toBase64(sodium.crypto_scalarmult_base(decodeKey(variable, secretKeyB64)));
+}
+
+export interface OpenedDeadLetter {
+  bytes: Uint8Array;
+  /** Opened with the previous secret key: `hookstream keys reseal-dead-letters` seals it again. */
+  previous: boolean;
+}
+
+/**
+ * Opens dead letters with the current secret key and, during a rotation, the previous one. Keys are kept
+ * as bytes in a closure: nothing to inspect or serialise.
+ */
+export function createDeadLetterKeyring(secretKeyB64: string, previousSecretKeyB64?: string): { open(sealed: Uint8Array): OpenedDeadLetter } {
+  assertReady();
+  const pair = (variable: KeyVariable | PreviousKeyVariable, b64: string) => {
+    const secretKey = decodeKey(variable, b64);
+    return { secretKey, publicKey: sodium.crypto_scalarmult_base(secretKey) };
+  };
+  const current = pair(KeyVariable.DeadLetterSecret, secretKeyB64);
+  const previous = previousSecretKeyB64 === undefined ? undefined : pair(PreviousKeyVariable.DeadLetterSecret, previousSecretKeyB64);
+  const tryOpen = (sealed: Uint8Array, keys: { secretKey: Uint8Array; publicKey: Uint8Array }): Uint8Array | undefined => {
+    try {
+      return sodium.crypto_box_seal_open(sealed, keys.publicKey, keys.secretKey);
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    open(sealed) {
+      const bytes = tryOpen(sealed, current);
+      if (bytes) return { bytes, previous: false };
+      const old = previous ? tryOpen(sealed, previous) : undefined;
+      if (old) return { bytes: old, previous: true };
+      const keys = previous ? `${KeyVariable.DeadLetterSecret} or ${PreviousKeyVariable.DeadLetterSecret}` : KeyVariable.DeadLetterSecret;
+      throw new DecryptionError(`dead letter does not open under ${keys} (wrong key pair or corrupted data)`);
+    },
+  };
 }
 
 /** Whether the secret key belongs to the public key (X25519: public = scalarmult_base(secret)). */

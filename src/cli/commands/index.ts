@@ -3,7 +3,7 @@ import type { Command } from '../command.ts';
 import { serve } from './serve.ts';
 import { endpointsCreate } from './endpoints.ts';
 import { eventsPublish, eventsRejected } from './events.ts';
-import { keysGenerate } from './keys.ts';
+import { keysGenerate, keysResealDeadLetters, keysResealSecrets } from './keys.ts';
 import { listen } from './listen.ts';
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
 import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-letters.ts';
@@ -11,4 +11,5 @@ import { deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild } from './projections.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, eventsPublish, eventsRejected, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate];
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate,
+  keysResealSecrets, keysResealDeadLetters];
