@@ -26,6 +26,8 @@ export interface Config {
   /** Delays before retries 1..n; n is max_retries. */
   retrySchedule: number[];
   attemptTimeoutMs: number;
+  /** HOOKSTREAM_DISABLE_AFTER: an endpoint failing this long with no success is disabled; 0 never. */
+  disableAfterMs: number;
   allowPrivateTargets: boolean;
   /** JetStream max_ack_pending of each endpoint's consumer: its concurrent attempts. */
   maxInFlightPerEndpoint: number;
@@ -64,6 +66,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
+  { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint' },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
@@ -96,6 +99,12 @@ function duration(name: string, raw: string): number {
   const ms = parseDuration(raw);
   if (ms === undefined) throw new ConfigError(name, `expected a duration like 500ms, 5s, 5m or 2h, got ${JSON.stringify(raw)}`);
   return ms;
+}
+
+/** HOOKSTREAM_DISABLE_AFTER: a duration, or 0 for never. */
+function disableAfter(env: Env): number {
+  const raw = str(env, 'HOOKSTREAM_DISABLE_AFTER', '5d');
+  return raw === '0' ? 0 : duration('HOOKSTREAM_DISABLE_AFTER', raw);
 }
 
 function flag(env: Env, name: string): boolean {
@@ -174,6 +183,7 @@ export function loadConfig(env: Env = process.env): Config {
     roles: [...new Set(roles)] as Role[],
     retrySchedule,
     attemptTimeoutMs,
+    disableAfterMs: disableAfter(env),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to

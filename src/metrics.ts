@@ -115,6 +115,8 @@ export function createServiceMetrics(registry = new Metrics()) {
     dead: registry.counter('hookstream_deliveries_dead_total', 'Deliveries that ran out of retries, by event type'),
     deadLettersStored: registry.counter('hookstream_dead_letters_stored_total', 'Dead-letter records written'),
     deadLettersReplayed: registry.counter('hookstream_dead_letters_replayed_total', 'Dead letters replayed'),
+    opsEventsPublished: registry.counter('hookstream_ops_events_published_total', 'Operational events stored in OPS, by type'),
+    endpointsDisabled: registry.counter('hookstream_endpoints_disabled_total', 'Endpoints this process disabled, by reason'),
     adminRefused: registry.counter('hookstream_admin_requests_refused_total', 'Admin requests left unanswered, by reason'),
     attemptSeconds: registry.histogram('hookstream_attempt_duration_seconds', 'Duration of delivery attempts',
       [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),

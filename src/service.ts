@@ -25,6 +25,8 @@ import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
 import { createEndpointStore } from './endpoints/store.ts';
 import { checkTargetUrl } from './delivery/target-policy.ts';
 import { createApi } from './api/app.ts';
+import { createOpsEvents } from './ops/events.ts';
+import { startEndpointHealth } from './delivery/endpoint-health.ts';
 import { startApiServer, type ApiServer } from './api/server.ts';
 
 export interface RunningService {
@@ -108,11 +110,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(async () => p.close());
     }
 
+    // Operational events (issue 10: ops.<tenant>.<type>), published by the dead-letter and delivery roles.
+    const opsEvents = createOpsEvents({ js, log: log.child({ role: 'ops-events' }), metrics });
+
     if (roles.has('deadletter') && orm) {
       const publicKey = keys.deadLetterPublicKey!;
       const handler = await startDeadLetterHandler({
         js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b) },
-        log: log.child({ role: 'deadletter' }), metrics,
+        log: log.child({ role: 'deadletter' }), metrics, opsEvents,
       });
       stops.push(() => handler.stop());
     }
@@ -120,8 +125,15 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (roles.has('delivery') && directory && publisher) {
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
       stops.push(() => sender.close());
+      const sealer = new SecretSealer(keys.masterKey!, keys.previousMasterKey);
+      // Pushed before the delivery role, so it stops after it: the last attempts' outcomes still count.
+      const health = await startEndpointHealth({
+        js, jsm, directory, ops: opsEvents, disableAfterMs: config.disableAfterMs, log: log.child({ role: 'delivery' }), metrics,
+        store: createEndpointStore({ js, jsm, sealer, checkUrl: (u) => checkTargetUrl(u, config.allowPrivateTargets), log: log.child({ role: 'delivery' }) }),
+      });
+      stops.push(() => health.stop());
       const delivery = await startDelivery({
-        js, jsm, directory, sender, publisher, secrets: new SecretSealer(keys.masterKey!, keys.previousMasterKey),
+        js, jsm, directory, sender, publisher, secrets: sealer, health,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });

@@ -2,7 +2,7 @@
 // work-queue stream so an acked delivery is gone. Endpoints are spread over several streams because
 // nats-server 2.9 slows with the number of consumers on one stream (../shared/notes/jetstream-2.9.md).
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
-import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { ensureStream, type DurableDefinition, type EnsureOptions } from './ensure.ts';
 import { ConfigError } from '../src/errors.ts';
@@ -12,6 +12,8 @@ export const DELIVERIES_PREFIX = 'DELIVERIES_';
 export const DELIVERY_MAX_MSG_SIZE = 512 * 1024;
 /** Largest delivery body the router publishes: the rest is room for its headers (well under 1 KiB). */
 export const DELIVERY_MAX_BODY = DELIVERY_MAX_MSG_SIZE - 4 * 1024;
+/** Deliveries one endpoint's queue holds at most (its subject's message limit); the oldest go first. */
+export const MAX_QUEUED_PER_ENDPOINT = 100_000;
 
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
 export const DeliveryHeader = {
@@ -85,6 +87,11 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       storage: StorageType.File,
       max_msg_size: DELIVERY_MAX_MSG_SIZE,
       duplicate_window: nanos(2 * 60_000),
+      // The bound on one endpoint's queue (issue 10): a disabled endpoint holds its deliveries here until
+      // a restore; past the bound JetStream drops that endpoint's oldest (nats-server 2.9 applies it to
+      // work-queue streams too), never another endpoint's and never a publish.
+      max_msgs_per_subject: MAX_QUEUED_PER_ENDPOINT,
+      discard: DiscardPolicy.Old,
     }, opts);
   }
 }

@@ -6,6 +6,8 @@ import { ensureDeliveryStreams } from './deliveries.ts';
 import { ensureDeadLetterStream } from './dead-letters.ts';
 import { ensureAttemptsStream } from './attempts.ts';
 import { ensureRejectedStream } from './rejected.ts';
+import { ensureOpsStream } from './ops.ts';
+import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import type { EnsureOptions } from './ensure.ts';
 
@@ -18,6 +20,8 @@ export async function ensureStreams(jsm: JetStreamManager, opts: { shards: numbe
     await ensureDeadLetterStream(jsm, opts.shards, o);
     await ensureAttemptsStream(jsm, opts.retrySchedule, o);
     await ensureRejectedStream(jsm, o);
+    await ensureOpsStream(jsm, o);
+    await ensureEndpointHealthStream(jsm, o);
   } catch (e) {
     throw startupError(e);
   }

@@ -20,6 +20,7 @@ test('defaults without any variable', (t) => {
     // 5s,30s,2m,15m,1h,4h,10h,14h in milliseconds
     retrySchedule: [5_000, 30_000, 120_000, 900_000, 3_600_000, 14_400_000, 36_000_000, 50_400_000],
     attemptTimeoutMs: 15_000,
+    disableAfterMs: 5 * 86_400_000,
     allowPrivateTargets: false,
     maxInFlightPerEndpoint: 16,
     deliveryShards: 128,
@@ -78,6 +79,8 @@ test('values are read and parsed', (t) => {
   t.is(c.natsPassword, 'pw');
   t.false(loadConfig({ NODE_ENV: 'development' }).production);
   t.false(loadConfig({ HOOKSTREAM_ALLOW_PRIVATE_TARGETS: 'no' }).allowPrivateTargets);
+  t.is(loadConfig({ HOOKSTREAM_DISABLE_AFTER: '0' }).disableAfterMs, 0, '0: never');
+  t.is(loadConfig({ HOOKSTREAM_DISABLE_AFTER: '1s' }).disableAfterMs, 1000);
 });
 
 // [variable, bad value] for every kind of variable.
@@ -89,6 +92,9 @@ const BAD: [string, string][] = [
   ['HOOKSTREAM_ATTEMPT_TIMEOUT', '-5s'],
   ['HOOKSTREAM_ATTEMPT_TIMEOUT', '6m'],
   ['HOOKSTREAM_ATTEMPT_TIMEOUT', '1w'],
+  ['HOOKSTREAM_DISABLE_AFTER', '5 days'],
+  ['HOOKSTREAM_DISABLE_AFTER', '0s'],
+  ['HOOKSTREAM_DISABLE_AFTER', 'never'],
   // retry schedule
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s,,30s'],
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s;30s'],

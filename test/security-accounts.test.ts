@@ -40,7 +40,7 @@ const password = () => `p${randomBytes(12).toString('hex')}`;
 const PASSWORDS = {
   HOOKSTREAM_NATS_PUBLISHER_PASSWORD: password(), HOOKSTREAM_NATS_SERVICE_PASSWORD: password(),
   HOOKSTREAM_NATS_OPERATOR_PASSWORD: password(), HOOKSTREAM_NATS_AUTH_EU_PASSWORD: password(),
-  SPY_PASSWORD: password(), INSIDER_PASSWORD: password(),
+  SPY_PASSWORD: password(), INSIDER_PASSWORD: password(), HOOKSTREAM_NATS_OPS_READER_PASSWORD: password(),
 };
 
 /** nats.conf with the test's users added; fails when the lines it hooks onto have changed. */
@@ -72,6 +72,9 @@ let operatorNc: NatsConnection;
 let spyProducers: NatsConnection;
 let spyOperators: NatsConnection;
 let insider: NatsConnection;
+let opsReader: NatsConnection;
+/** Operational events the ops_reader user received (issue 10). */
+const opsSeen: { subject: string; body: string }[] = [];
 let admin: AdminClient;
 let victimReceiver: Receiver;
 let dlReceiver: Receiver;
@@ -145,6 +148,10 @@ test.before(async () => {
   await spyProducers.flush();
   await spyOperators.flush();
   insider = await asUser('insider', PASSWORDS.INSIDER_PASSWORD);
+  // Subscribed before the dead letter below, whose `message.attempt.exhausted` it must receive.
+  opsReader = await asUser('ops_reader', PASSWORDS.HOOKSTREAM_NATS_OPS_READER_PASSWORD);
+  opsReader.subscribe('ops.>', { callback: (_e, m: Msg) => { opsSeen.push({ subject: m.subject, body: m.string() }); } });
+  await opsReader.flush();
   operatorNc = await connectAsOperator({ url: nats.url, user: 'operator', password: PASSWORDS.HOOKSTREAM_NATS_OPERATOR_PASSWORD });
   admin = createAdminClient(operatorNc, { timeoutMs: 20_000 });
   victimReceiver = await startReceiver(() => 200);
@@ -164,7 +171,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  for (const nc of [publisher, authEu, operatorNc, spyProducers, spyOperators, insider]) await nc?.close();
+  for (const nc of [publisher, authEu, operatorNc, spyProducers, spyOperators, insider, opsReader]) await nc?.close();
   await service?.stop();
   await victimReceiver?.close();
   await dlReceiver?.close();
@@ -264,6 +271,21 @@ test.serial('the operator\'s CLI client is still answered', async (t) => {
   t.is(page.data.length, 1);
   const shown = await admin.showDeadLetter({ id: deadLetterId });
   t.like(shown.message.body, { data: { userId: 'user_secret' } });
+});
+
+test.serial('ops_reader receives the operational events through the ops.> export and may publish nothing', async (t) => {
+  const got = await eventually(() => opsSeen.find((m) => m.subject === `ops.${DL_TENANT}.message.attempt.exhausted`), 10_000, 'the exhausted event');
+  const event = JSON.parse(got.body);
+  t.deepEqual(Object.keys(event).sort(), ['at', 'attempts', 'dead_letter_id', 'endpoint', 'event_type', 'last_error', 'last_status', 'tenant', 'type', 'v', 'webhook_id']);
+  t.like(event, { v: 1, type: 'message.attempt.exhausted', tenant: DL_TENANT, event_type: 'user.banned', attempts: 3, last_status: 500, dead_letter_id: deadLetterId });
+  t.true(opsSeen.every((m) => m.subject.startsWith('ops.')), 'nothing but ops events');
+  // Not even its own subjects, and not the JetStream API (no stream to read, purge or delete from).
+  for (const subject of [`ops.${VICTIM}.endpoint.disabled`, '$JS.API.STREAM.PURGE.OPS', '$JS.API.STREAM.INFO.OPS']) {
+    const e = await jetstream(opsReader).publish(subject, '{}', { timeout: 3000 }).then(() => undefined, (x: unknown) => x);
+    t.true(isViolation(e), `publishing to ${subject} is a permission violation`);
+  }
+  const { state } = await service.jsm.streams.info('OPS');
+  t.true(state.messages >= 1, 'the event is kept in OPS for readers that were away');
 });
 
 test.serial('a producer limited to its own tenants cannot publish for another', async (t) => {

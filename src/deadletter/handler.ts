@@ -13,6 +13,8 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
+import { OpsEventType } from '../../streams/ops.ts';
+import type { OpsEvents } from '../ops/events.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (jetstream-2.9.md). */
 const RETRY_DELAY_MS = 5_000;
@@ -36,7 +38,7 @@ on conflict (endpoint_id, webhook_id) do update set
   attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
   failed_at = excluded.failed_at, sealed = excluded.sealed, source_stream = excluded.source_stream,
   source_seq = excluded.source_seq, status = 'dead'
-returning (xmax = 0) as inserted`;
+returning (xmax = 0) as inserted, id, dead_count`;
 
 export async function startDeadLetterHandler(deps: {
   js: JetStreamClient;
@@ -47,6 +49,8 @@ export async function startDeadLetterHandler(deps: {
   metrics: ServiceMetrics;
   /** Delay before a failed advisory is tried again (tests shorten it). */
   retryDelayMs?: number;
+  /** Where `message.attempt.exhausted` goes (issue 10); absent in tests that do not need it. */
+  opsEvents?: OpsEvents;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
 
@@ -92,13 +96,24 @@ export async function startDeadLetterHandler(deps: {
     const tenant = original.header.get(DeliveryHeader.Tenant);
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
     const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
-    const rows = await orm.em.getConnection().execute<{ inserted: boolean }[]>(UPSERT, [
+    const rows = await orm.em.getConnection().execute<{ inserted: boolean; id: string; dead_count: number }[]>(UPSERT, [
       `dl_${newIdBody()}`, endpoint, tenant, webhookId, event,
       failure?.attempt ?? advisory.deliveries, failure?.status ?? null, failure?.error ?? null,
       failure?.at ?? advisory.timestamp, Buffer.from(sealed), advisory.stream, advisory.stream_seq,
     ]);
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (rows[0]?.inserted) metrics.deadLettersStored.inc();
+    const row = rows[0];
+    if (deps.opsEvents && row && tenant && webhookId && event) {
+      // Once per dead letter and death: a repeated advisory or a retry after a failed publish makes the
+      // same message id, which OPS keeps once. Before the removal, so a failed publish is retried
+      // with the advisory (after it, a retry would find the message gone and say nothing).
+      await deps.opsEvents.publish({
+        v: 1, type: OpsEventType.AttemptExhausted, tenant, endpoint, at: new Date().toISOString(), webhook_id: webhookId, event_type: event,
+        attempts: failure?.attempt ?? advisory.deliveries, last_status: failure?.status ?? null, last_error: failure?.error ?? null,
+        dead_letter_id: row.id,
+      }, `exhausted.${row.id}.${row.dead_count}`);
+    }
     // A removal that fails leaves the advisory unacked (the catch below naks it), so the message never
     // stays queued behind an acked advisory; the record above is kept, the upsert is idempotent.
     await remove(advisory.stream, advisory.stream_seq);

@@ -17,6 +17,7 @@ import { describe } from '../errors.ts';
 import type { AttemptOutcome } from './http-sender.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import { deliveryHeaders } from './sign-request.ts';
+import type { EndpointHealthHook } from './endpoint-health.ts';
 
 export interface Sender {
   send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -75,6 +76,8 @@ export async function startDelivery(deps: {
   options: DeliveryOptions;
   log: Logger;
   metrics: ServiceMetrics;
+  /** Issue 10: told every attempt's outcome (410 and long failure disable the endpoint); absent in some tests. */
+  health?: EndpointHealthHook;
 }): Promise<Delivery> {
   const { js, jsm, directory, sender, options, log, metrics } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -134,6 +137,11 @@ export async function startDelivery(deps: {
 
   async function attempt(endpointId: EndpointId, m: JsMsg): Promise<void> {
     const state = directory.get(endpointId);
+    if (state?.status === EndpointStatus.Disabled || deps.health?.holds(endpointId)) {
+      // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
+      // again after a restore.
+      return;
+    }
     if (!state || state.status !== EndpointStatus.Active) {
       m.ack(); // a deleted endpoint gets nothing more
       return;
@@ -166,6 +174,7 @@ export async function startDelivery(deps: {
     } finally {
       inFlight.delete(tracked);
     }
+    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: Date.now(), webhookId, event });
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
     if (outcome.ok) {
       ackSoon(m);
@@ -239,7 +248,8 @@ export async function startDelivery(deps: {
   }
 
   const reconcile = (state: EndpointState, known?: ConsumerConfig): Promise<void> =>
-    (state.status === EndpointStatus.Active ? startLoop(state, known) : retire(state)).catch((e: unknown) => {
+    // A disabled endpoint keeps its consumer and queue (held for a restore); a deleted one loses both.
+    (state.status === EndpointStatus.Active ? startLoop(state, known) : state.status === EndpointStatus.Disabled ? stopLoop(state.id) : retire(state)).catch((e: unknown) => {
       log.error('could not reconcile endpoint consumer; trying again', { endpoint: state.id, status: state.status, reason: describe(e) });
       // A cluster without a meta leader (a NATS node lost) times out consumer creation for a few seconds:
       // an endpoint left without its consumer would get nothing until the next restart (fault suite).

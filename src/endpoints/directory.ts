@@ -18,7 +18,7 @@ export type EndpointChange = (next: EndpointState, previous: EndpointState | und
 
 export interface EndpointDirectory {
   get(id: EndpointId): EndpointState | undefined;
-  /** Active endpoints of a tenant. */
+  /** Endpoints of a tenant that take new deliveries: active ones, and disabled ones (held until a restore). */
   activeFor(tenant: TenantId): Iterable<EndpointState>;
   all(): Iterable<EndpointState>;
   /**
@@ -89,7 +89,8 @@ export async function startEndpointDirectory(deps: {
     fold.byId.set(state.id, state);
     let tenantMap = fold.activeByTenant.get(state.tenant);
     if (!tenantMap) fold.activeByTenant.set(state.tenant, (tenantMap = new Map()));
-    if (state.status === EndpointStatus.Active) tenantMap.set(state.id, state);
+    // A disabled endpoint is still routed to: its deliveries wait in its queue for a restore (issue 10).
+    if (state.status !== EndpointStatus.Deleted) tenantMap.set(state.id, state);
     else tenantMap.delete(state.id);
   };
 

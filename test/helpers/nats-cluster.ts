@@ -16,6 +16,7 @@ export const CLUSTER_PASSWORDS = {
   service: 'pservice1',
   publisher: 'ppublisher1',
   operator: 'poperator1',
+  opsReader: 'popsreader1',
 } as const;
 
 export interface ClusterNode {
@@ -71,6 +72,7 @@ export async function startNatsCluster(opts: { size?: number; name?: string } = 
     HOOKSTREAM_NATS_SERVICE_PASSWORD: CLUSTER_PASSWORDS.service,
     HOOKSTREAM_NATS_PUBLISHER_PASSWORD: CLUSTER_PASSWORDS.publisher,
     HOOKSTREAM_NATS_OPERATOR_PASSWORD: CLUSTER_PASSWORDS.operator,
+    HOOKSTREAM_NATS_OPS_READER_PASSWORD: CLUSTER_PASSWORDS.opsReader,
   };
   const nodes: ClusterNode[] = ports.map((p, i) => {
     const name = `n${i + 1}`;
