@@ -126,6 +126,13 @@ export function createDeliveryStates(deps: {
         : o);
 
       if (queue.found) {
+        if (endpoint?.status === EndpointStatus.Disabled) {
+          // Issue 10: held, not attempted, until a restore sends it.
+          return withLast({
+            ...base, state: last ? DeliveryState.Retrying : DeliveryState.Pending, attempts: round.length,
+            reason: `held in the work queue: the endpoint is disabled (${endpoint.disabledReason ?? '?'} since ${endpoint.disabledAt ?? '?'}); nothing is sent until it is restored (POST /v1/webhooks/:id/restore), then it is delivered`,
+          });
+        }
         if (last) {
           return withLast({
             ...base, state: DeliveryState.Retrying, attempts: round.length, next_attempt_at: last.next_attempt_at,
