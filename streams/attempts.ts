@@ -22,6 +22,10 @@ export interface AttemptRecord {
   error: string | null;
   /** When the next attempt is due, or null when this was the last one allowed. */
   next_attempt_at: string | null;
+  // Added by issue 10 (absent in older records): the receiver's Retry-After in ms (capped at 1 hour), and
+  // what set next_attempt_at when it was not the retry schedule.
+  retry_after_ms?: number;
+  next_attempt_by?: 'retry_after' | 'rate_limit';
 }
 
 export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[], opts?: EnsureOptions): Promise<void> {

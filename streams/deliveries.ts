@@ -102,7 +102,8 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
  * advisory that the dead-letter role captures.
  */
 export function endpointConsumer(
-  endpointId: string, opts: { shards: number; retrySchedule: number[]; maxInFlight: number; replicas?: number },
+  endpointId: string,
+  opts: { shards: number; retrySchedule: number[]; maxInFlight: number; replicas?: number; rateLimit?: number | null },
 ): DurableDefinition & { filter_subject: string } {
   return {
     durable_name: endpointId,
@@ -116,6 +117,9 @@ export function endpointConsumer(
     ack_wait: nanos(opts.retrySchedule[0]!),
     backoff: opts.retrySchedule.map(nanos),
     max_deliver: opts.retrySchedule.length + 1,
-    max_ack_pending: opts.maxInFlight,
+    // A rate-limited endpoint (issue 10) gets one slot per delivery per second instead: the delivery role
+    // keeps each slot for a second after its attempt ends, and the server counts slots across every
+    // instance, so no second ever holds more attempts than the limit (src/delivery/worker.ts).
+    max_ack_pending: opts.rateLimit ?? opts.maxInFlight,
   };
 }

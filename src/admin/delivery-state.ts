@@ -9,7 +9,9 @@
 //      the router's ack floor tells whether it was routed yet
 //
 //   queued, no failure since it was queued       → pending   (waiting, or its first attempt is running)
-//   queued, failures since it was queued         → retrying  (next_attempt_at from the last failure)
+//   queued, failures since it was queued         → retrying  (next_attempt_at from the last failure;
+//                                                   waiting_on retry_after when the endpoint's Retry-After set it)
+//   queued, rate-limited endpoint, slots all taken → pending, waiting_on rate_limit
 //   not queued, dead letter `dead`               → dead
 //   not queued, dead letter `replayed`           → acknowledged (the replay left the queue alive)
 //   not queued, failures recorded                → acknowledged (a later attempt got a 2xx)
@@ -32,7 +34,7 @@ import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { readEndpoint } from '../endpoints/read.ts';
 import { notFound } from '../errors.ts';
 import { iso } from './dead-letters.ts';
-import { DeliveryState, type DeliveryShowOut } from './protocol.ts';
+import { DeliveryState, WaitingOn, type DeliveryShowOut } from './protocol.ts';
 
 /** Messages of one endpoint's backlog read at most while looking for a webhook-id. */
 export const MAX_QUEUE_SCAN = 10_000;
@@ -92,6 +94,16 @@ export function createDeliveryStates(deps: {
     return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at: decoded.ms };
   }
 
+  /** Whether a rate-limited endpoint's consumer has every slot taken (its backlog waits on the limit). */
+  async function slotsFull(endpoint: string): Promise<boolean> {
+    try {
+      const ci = await jsm.consumers.info(deliveryAddress(endpoint, deps.shards).stream, endpoint);
+      return ci.num_ack_pending >= (ci.config.max_ack_pending ?? Infinity);
+    } catch {
+      return false; // no consumer (yet): nothing to wait on
+    }
+  }
+
   async function routerAckFloor(): Promise<number> {
     return (await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER)).ack_floor.stream_seq;
   }
@@ -109,7 +121,7 @@ export function createDeliveryStates(deps: {
       const base: DeliveryShowOut = {
         webhook_id: webhookId, endpoint_id: endpointId, state: DeliveryState.Unknown, reason: '',
         tenant: event?.tenant ?? endpoint?.tenant ?? null, event_type: event?.type ?? records[0]?.event ?? null,
-        attempts: 0, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null,
+        attempts: 0, last_status: null, last_error: null, last_attempt_at: null, next_attempt_at: null, waiting_on: null,
         queued: queue.found ? { stream: deliveryAddress(endpointId, deps.shards).stream, seq: queue.found.seq } : null,
         dead_letter: dead ? {
           id: dead.id, status: dead.status, dead_count: dead.dead_count, replay_count: dead.replay_count,
@@ -134,10 +146,21 @@ export function createDeliveryStates(deps: {
           });
         }
         if (last) {
+          const later = last.next_attempt_at !== null && Date.parse(last.next_attempt_at) > Date.now();
+          const retryAfter = later && last.next_attempt_by === WaitingOn.RetryAfter;
           return withLast({
             ...base, state: DeliveryState.Retrying, attempts: round.length, next_attempt_at: last.next_attempt_at,
-            reason: `in the work queue after ${round.length} failed attempt(s)`,
+            waiting_on: later && last.next_attempt_by ? last.next_attempt_by : null,
+            reason: `in the work queue after ${round.length} failed attempt(s)` + (retryAfter
+              ? `; the endpoint answered ${last.status} with Retry-After (${Math.round((last.retry_after_ms ?? 0) / 1000)} s), which puts the next attempt later than the retry schedule would`
+              : ''),
           });
+        }
+        if (endpoint?.rateLimit != null && await slotsFull(endpointId)) {
+          return {
+            ...base, state: DeliveryState.Pending, waiting_on: WaitingOn.RateLimit,
+            reason: `in the work queue behind the endpoint's rate limit (${endpoint.rateLimit} per second); waiting is not a failed attempt`,
+          };
         }
         return { ...base, state: DeliveryState.Pending, reason: 'in the work queue; no attempt has failed yet (waiting or in flight)' };
       }

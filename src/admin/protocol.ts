@@ -152,6 +152,9 @@ export const DeliveryState = {
 } as const;
 export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
 
+export const WaitingOn = { RetryAfter: 'retry_after', RateLimit: 'rate_limit' } as const;
+export type WaitingOn = (typeof WaitingOn)[keyof typeof WaitingOn];
+
 export interface DeliveryShowOut {
   webhook_id: string;
   endpoint_id: string;
@@ -167,6 +170,11 @@ export interface DeliveryShowOut {
   last_error: string | null;
   last_attempt_at: string | null;
   next_attempt_at: string | null;
+  /**
+   * Why a queued delivery waits beyond the retry schedule (issue 10): `retry_after` when the endpoint's
+   * Retry-After set the next attempt, `rate_limit` when it waits for a slot of the endpoint's rate limit.
+   */
+  waiting_on: WaitingOn | null;
   queued: { stream: string; seq: number } | null;
   dead_letter: Pick<DeadLetterOut, 'id' | 'status' | 'dead_count' | 'replay_count' | 'last_replayed_at' | 'failed_at'> | null;
   /** Failed attempts recorded for this webhook-id and endpoint, oldest first, across rounds. */

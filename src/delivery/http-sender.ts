@@ -16,7 +16,13 @@ export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_targe
 
 export type AttemptOutcome =
   | { ok: true; status: number; durationMs: number }
-  | { ok: false; kind: FailureKind; status: number | null; error: string; durationMs: number; bodySnippet?: string };
+  | {
+    ok: false; kind: FailureKind; status: number | null; error: string; durationMs: number; bodySnippet?: string;
+    /** The answer's Retry-After header as sent (only on a status failure that carried one); the worker interprets it. */
+    retryAfter?: string;
+  };
+
+export type AttemptFailure = Extract<AttemptOutcome, { ok: false }>;
 
 export interface SendRequest {
   url: string;
@@ -64,7 +70,7 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
   async function send(req: SendRequest): Promise<AttemptOutcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const fail = (kind: FailureKind, error: string, status: number | null = null, bodySnippet?: string): AttemptOutcome => ({
+    const fail = (kind: FailureKind, error: string, status: number | null = null, bodySnippet?: string): AttemptFailure => ({
       ok: false, kind, status, error: redact(error, req.headers), durationMs: elapsed(),
       ...(bodySnippet ? { bodySnippet } : {}),
     });
@@ -111,7 +117,11 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
         const to = typeof location === 'string' ? ` to ${sanitize(location).slice(0, 200)}` : '';
         return fail('status', `HTTP ${status} redirect${to} (redirects are not followed)`, status, snippet);
       }
-      return fail('status', `HTTP ${status}`, status, snippet);
+      const retryAfter = response.headers['retry-after'];
+      const failed = fail('status', `HTTP ${status}`, status, snippet);
+      // A repeated header arrives as an array; the first value is the one a receiver meant.
+      const value = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+      return value === undefined ? failed : { ...failed, retryAfter: sanitize(value).slice(0, 100) };
     } finally {
       clearTimeout(timer);
     }

@@ -2,6 +2,9 @@
 // or dead endpoint only ever occupies its own in-flight slots (max_ack_pending). A 2xx acks; a failure
 // is recorded and left unacked, and JetStream's backoff brings the next attempt; when the last allowed
 // attempt fails, a plain nak makes the server raise the max-deliveries advisory at once (dead letter).
+// Issue 10: a 429/503 Retry-After pushes the next attempt later (nak with a computed delay), 429s shrink the
+// endpoint's concurrency in this process (AIMD), and a rate-limited endpoint keeps each consumer slot for a
+// second after its attempt, so the server's max_ack_pending enforces the limit across every instance.
 import type { ConsumerConfig, ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { DeliveryHeader, deliveryAddress, deliveryStream, endpointConsumer } from '../../streams/deliveries.ts';
@@ -18,6 +21,9 @@ import type { AttemptOutcome } from './http-sender.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import { deliveryHeaders } from './sign-request.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
+import { honoursRetryAfter, parseRetryAfter } from './retry-after.ts';
+import { planNextAttempt } from './next-attempt.ts';
+import { createConcurrencyLimit, type ConcurrencyLimit } from './concurrency.ts';
 
 export interface Sender {
   send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -42,11 +48,35 @@ export interface Delivery {
   stop(): Promise<void>;
 }
 
+/** A message this process holds: waiting for a slot, in its attempt, or keeping a rate-limit slot. */
 interface InFlight {
   msg: JsMsg;
   touched: number;
   wait: number;
 }
+
+/** One endpoint's attempts in this process: how many may run at once, how many do, and who waits. */
+interface Lane {
+  id: EndpointId;
+  limit: ConcurrencyLimit;
+  running: number;
+  waiting: InFlight[];
+  closed: boolean;
+}
+
+/**
+ * How long a rate-limited endpoint's slot stays taken after its attempt ended. Counted from the end (the
+ * answer came back, so the request had arrived), not from the send: the receiver, not only the sender,
+ * never sees more than the limit in any second, whatever the network's jitter.
+ */
+export const RATE_LIMIT_HOLD_MS = 1000;
+
+/**
+ * The sweep's tick: a quarter of the shortest wait (backoff[0]), at most 250 ms, so a held message is
+ * marked working twice per wait even when the event loop runs late; messages now wait for a slot or keep
+ * one for a second, far longer than a short schedule's first step.
+ */
+const sweepEvery = (firstStep: number) => Math.max(20, Math.min(250, Math.floor(firstStep / 4)));
 
 const CONSUMER_SETUP_CONCURRENCY = 32;
 const RECONCILE_RETRY_MS = 2000;
@@ -81,7 +111,7 @@ export async function startDelivery(deps: {
 }): Promise<Delivery> {
   const { js, jsm, directory, sender, options, log, metrics } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
-  const loops = new Map<EndpointId, { messages: ConsumerMessages; done: Promise<void> }>();
+  const loops = new Map<EndpointId, { messages: ConsumerMessages; done: Promise<void>; lane: Lane }>();
   const inFlight = new Set<InFlight>();
   const attempts = new Set<Promise<void>>();
   let stopping = false;
@@ -124,7 +154,7 @@ export async function startDelivery(deps: {
         f.touched = now;
       }
     }
-  }, 250);
+  }, sweepEvery(options.retrySchedule[0]!));
   sweep.unref();
 
   async function recordFailure(record: AttemptRecord): Promise<void> {
@@ -135,7 +165,40 @@ export async function startDelivery(deps: {
     }
   }
 
-  async function attempt(endpointId: EndpointId, m: JsMsg): Promise<void> {
+  const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+  /** Keep a rate-limited slot until a second after the attempt ended (the sweep keeps the message alive). */
+  const holdSlot = async (endedAt: number) => {
+    const left = endedAt + RATE_LIMIT_HOLD_MS - Date.now();
+    if (left > 0) await sleep(left);
+  };
+
+  function start(lane: Lane, tracked: InFlight): void {
+    lane.running++;
+    let released = false;
+    // The slot under the lane's limit is given back when the HTTP attempt ends, before any rate-limit hold.
+    const release = () => {
+      if (released) return;
+      released = true;
+      lane.running--;
+      pump(lane);
+    };
+    const p = attempt(lane, tracked, release).catch((e: unknown) => {
+      log.error('delivery attempt crashed; it will be retried', { endpoint: lane.id, seq: tracked.msg.seq, reason: describe(e) });
+    }).finally(() => {
+      inFlight.delete(tracked);
+      release();
+    });
+    attempts.add(p);
+    void p.finally(() => attempts.delete(p));
+  }
+
+  function pump(lane: Lane): void {
+    while (!lane.closed && lane.running < lane.limit.current && lane.waiting.length > 0) start(lane, lane.waiting.shift()!);
+  }
+
+  async function attempt(lane: Lane, tracked: InFlight, release: () => void): Promise<void> {
+    const endpointId = lane.id;
+    const m = tracked.msg;
     const state = directory.get(endpointId);
     if (state?.status === EndpointStatus.Disabled || deps.health?.holds(endpointId)) {
       // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
@@ -165,24 +228,35 @@ export async function startDelivery(deps: {
     const started = Date.now();
     const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
     const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, started), body, now: started });
-    const tracked: InFlight = { msg: m, touched: started, wait: waitFor(n) };
-    inFlight.add(tracked);
+    // The one rate-limit check of the hot path: endpoints without a limit pay this null test and nothing else.
+    const limited = state.rateLimit !== null;
     metrics.attempts.inc({ event });
-    let outcome: AttemptOutcome;
-    try {
-      outcome = await sender.send({ url: state.url, headers, body });
-    } finally {
-      inFlight.delete(tracked);
-    }
-    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: Date.now(), webhookId, event });
+    const outcome = await sender.send({ url: state.url, headers, body });
+    const ended = Date.now();
+    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: ended, webhookId, event });
+    // The limit learns from the answer before the freed slot goes to a waiting message.
+    if (outcome.ok) lane.limit.succeeded();
+    else if (outcome.status === 429) lane.limit.throttled(started, ended);
+    release();
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
     if (outcome.ok) {
+      if (limited) await holdSlot(ended);
       ackSoon(m);
       metrics.acknowledged.inc({ event });
       return;
     }
+    inFlight.delete(tracked);
     metrics.failed.inc({ event, kind: outcome.kind });
+    const retryAfterMs = honoursRetryAfter(outcome.status) ? parseRetryAfter(outcome.retryAfter, ended) : undefined;
     const last = n >= maxDeliver;
+    // Not the last attempt: the schedule's next step, or later when Retry-After or the rate limit's slot
+    // hold asks for it; still one delivery of max_deliver, so it counts as one attempt.
+    const plan = last ? undefined : planNextAttempt({
+      now: ended, touched: tracked.touched, step: tracked.wait, firstStep: options.retrySchedule[0]!,
+      retryAfterMs, floorMs: limited ? RATE_LIMIT_HOLD_MS : undefined,
+    });
+    if (plan?.action === 'working') m.working();
+    else if (plan?.action === 'nak') m.nak(plan.delayMs);
     log.info('delivery attempt failed', {
       endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
       status: outcome.status, reason: outcome.error, final: last,
@@ -190,40 +264,54 @@ export async function startDelivery(deps: {
     await recordFailure({
       v: 1, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: new Date(started).toISOString(),
       duration_ms: outcome.durationMs, status: outcome.status, error: outcome.error,
-      next_attempt_at: last ? null : new Date(tracked.touched + tracked.wait).toISOString(),
+      next_attempt_at: plan ? new Date(plan.at).toISOString() : null,
+      ...(retryAfterMs !== undefined ? { retry_after_ms: retryAfterMs } : {}),
+      ...(plan && plan.by !== 'schedule' ? { next_attempt_by: plan.by } : {}),
     });
     if (last) {
       metrics.dead.inc({ event });
+      // The nak frees the consumer slot at once: a rate-limited endpoint keeps it its second first.
+      if (limited) {
+        m.working();
+        tracked.touched = Date.now();
+        inFlight.add(tracked);
+        await holdSlot(ended);
+      }
       m.nak(); // past max_deliver: the server raises the max-deliveries advisory now, not after another wait
     }
-    // Otherwise left unacked on purpose: the consumer's backoff schedules the next attempt.
+    // Otherwise left unacked (or nak'd with a delay) on purpose: the consumer's backoff brings the next attempt.
   }
 
-  function run(endpointId: EndpointId, messages: ConsumerMessages): Promise<void> {
+  function run(lane: Lane, messages: ConsumerMessages): Promise<void> {
     return (async () => {
+      // Never blocks: a message the lane's limit holds back waits in lane.waiting, where the sweep keeps
+      // it alive, rather than in the client's buffer where its ack wait would run out and cost a delivery.
       for await (const m of messages) {
-        const p = attempt(endpointId, m).catch((e: unknown) => {
-          log.error('delivery attempt crashed; it will be retried', { endpoint: endpointId, seq: m.seq, reason: describe(e) });
-        });
-        attempts.add(p);
-        void p.finally(() => attempts.delete(p));
+        const tracked: InFlight = { msg: m, touched: Date.now(), wait: waitFor(m.info.deliveryCount) };
+        inFlight.add(tracked);
+        if (lane.running < lane.limit.current) start(lane, tracked);
+        else lane.waiting.push(tracked);
       }
     })();
   }
 
   async function startLoop(state: EndpointState, known?: ConsumerConfig): Promise<void> {
-    if (loops.has(state.id) || stopping) return;
+    if (stopping) return;
+    // A running loop is only here when the rate limit changed: the consumer's slots follow it.
+    const running = loops.has(state.id);
     const address = deliveryAddress(state.id, options.shards);
     await ensureConsumer(jsm, address.stream, endpointConsumer(state.id, {
       shards: options.shards, retrySchedule: options.retrySchedule, maxInFlight: options.maxInFlight, replicas: options.replicas,
+      rateLimit: state.rateLimit,
     }), known);
-    if (loops.has(state.id) || stopping) return;
+    if (running || loops.has(state.id) || stopping) return;
     const consumer = await js.consumers.get(address.stream, state.id);
     // Long pulls with the longest heartbeat nats.js allows: with 10,000 endpoints, the default 30 s pull and
     // 15 s heartbeat cost ~1,000 messages/s between client and server while nothing happens (issue 5).
     // A lost pull is still noticed after two missed heartbeats (60 s) and re-issued by the client.
     const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: PULL_EXPIRES_MS, idle_heartbeat: PULL_HEARTBEAT_MS });
-    loops.set(state.id, { messages, done: run(state.id, messages) });
+    const lane: Lane = { id: state.id, limit: createConcurrencyLimit(options.maxInFlight), running: 0, waiting: [], closed: false };
+    loops.set(state.id, { messages, lane, done: run(lane, messages) });
   }
 
   async function stopLoop(id: EndpointId): Promise<void> {
@@ -232,6 +320,10 @@ export async function startDelivery(deps: {
     loops.delete(id);
     await loop.messages.close();
     await loop.done;
+    // Messages that never got a slot are let go: the server hands them out again after their ack wait.
+    loop.lane.closed = true;
+    for (const t of loop.lane.waiting) inFlight.delete(t);
+    loop.lane.waiting.length = 0;
   }
 
   async function retire(state: EndpointState): Promise<void> {
@@ -274,7 +366,8 @@ export async function startDelivery(deps: {
 
   const pending = new Set<Promise<void>>();
   const unsubscribe = directory.onChange((next, previous) => {
-    if (previous && previous.status === next.status) return; // url/events/secret changes are read per attempt
+    // url/events/secret changes are read per attempt; a rate limit change resizes the consumer's slots.
+    if (previous && previous.status === next.status && previous.rateLimit === next.rateLimit) return;
     const p = reconcile(next);
     pending.add(p);
     void p.finally(() => pending.delete(p));

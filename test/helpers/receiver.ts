@@ -6,10 +6,19 @@ export interface Received {
   headers: IncomingMessage['headers'];
   body: string;
   at: number;
+  /** Requests open at this one's arrival, itself included: the concurrency the sender used. */
+  concurrent: number;
+}
+
+/** A status with response headers, optionally answered after a delay (to make concurrency visible). */
+export interface Answer {
+  status: number;
+  headers?: Record<string, string>;
+  delayMs?: number;
 }
 
 /** Decides the answer to the n-th request (0-based); 'hang' never answers. */
-export type Responder = (req: Received, n: number) => number | 'hang';
+export type Responder = (req: Received, n: number) => number | 'hang' | Answer;
 
 export interface Receiver {
   url: string;
@@ -24,6 +33,7 @@ export async function startReceiver(respond: Responder = () => 200): Promise<Rec
   const received: Received[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
   const hanging = new Set<ServerResponse>();
+  let open = 0;
   const receiver: Receiver = {
     url: '',
     received,
@@ -44,16 +54,25 @@ export async function startReceiver(respond: Responder = () => 200): Promise<Rec
     },
   };
   const server = createServer((req, res) => {
+    open++;
+    res.once('close', () => open--);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+      const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), concurrent: open };
       const n = received.length;
       received.push(r);
       for (let i = waiters.length - 1; i >= 0; i--) if (received.length >= waiters[i]!.count) waiters.splice(i, 1)[0]!.resolve();
       const answer = receiver.respond(r, n);
       if (answer === 'hang') { hanging.add(res); return; }
-      res.writeHead(answer, { 'content-type': 'text/plain' }).end(answer >= 400 ? 'nope' : 'ok');
+      const a = typeof answer === 'number' ? { status: answer } : answer;
+      const send = () => res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers }).end(a.status >= 400 ? 'nope' : 'ok');
+      if (a.delayMs) {
+        hanging.add(res);
+        setTimeout(() => { hanging.delete(res); if (!res.destroyed) send(); }, a.delayMs);
+      } else {
+        send();
+      }
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));

@@ -26,6 +26,7 @@ export const deliveriesShow: Command = {
       `  attempts:      ${s.attempts}`,
       `  last failure:  ${s.last_status ?? '-'}${s.last_error ? `  ${s.last_error}` : ''}${s.last_attempt_at ? `  at ${s.last_attempt_at}` : ''}`,
       `  next attempt:  ${s.next_attempt_at ?? '-'}`,
+      `  waiting on:    ${s.waiting_on ?? '-'}`,
       `  queued:        ${s.queued ? `${s.queued.stream} #${s.queued.seq}` : '-'}`,
       `  dead letter:   ${s.dead_letter ? `${s.dead_letter.id} (${s.dead_letter.status}, died ${s.dead_letter.dead_count}x, replayed ${s.dead_letter.replay_count}x)` : '-'}`,
       ...(s.history.length

@@ -1,0 +1,201 @@
+// Receivers in control (issue 10, delivery side): Retry-After on 429/503, 429s lowering an endpoint's
+// concurrency, and a per-endpoint rate limit held across two delivery instances. Real NATS, real HTTP.
+// Serial: concurrency is per process, and the second instance of the rate-limit test would pull every
+// endpoint's consumer too.
+import test from 'ava';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startHarness, eventually, type Harness } from './helpers/service.ts';
+import { startReceiver, type Receiver, type Responder } from './helpers/receiver.ts';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../streams/attempts.ts';
+import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { loadConfig } from '../src/config.ts';
+import { startService } from '../src/service.ts';
+import type { EndpointId, TenantId } from '../src/domain/ids.ts';
+
+// Retries 1-3 wait 300 ms, 600 ms, 2.5 s; the 4th attempt is the last (max_retries 3).
+const SCHEDULE = [300, 600, 2500];
+const MAX_IN_FLIGHT = 8;
+
+let h: Harness;
+let nc: NatsConnection;
+let admin: AdminClient;
+const receivers: Receiver[] = [];
+
+const receiver = async (respond: Responder) => {
+  const r = await startReceiver(respond);
+  receivers.push(r);
+  return r;
+};
+const publish = (tenant: string, n = 1) => Promise.all(Array.from({ length: n }, (_, i) =>
+  h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${i}` }))));
+
+async function lastRecord(endpoint: string, webhookId: string): Promise<AttemptRecord> {
+  return eventually(async () => {
+    const m = await h.service.jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: attemptSubject(endpoint, webhookId) }).catch(() => null);
+    return m?.json<AttemptRecord>();
+  }, 10_000, 'an attempt record');
+}
+
+async function records(endpoint: string, webhookId: string): Promise<AttemptRecord[]> {
+  const out: AttemptRecord[] = [];
+  for (let seq = 0; ;) {
+    const m = await h.service.jsm.streams.getMessage(ATTEMPTS_STREAM, { seq, next_by_subj: attemptSubject(endpoint, webhookId) } as never).catch(() => null);
+    if (!m) return out;
+    out.push(m.json<AttemptRecord>());
+    seq = m.seq + 1;
+  }
+}
+
+const webhookIdOf = (r: Receiver, i: number) => String(r.received[i]!.headers['webhook-id']);
+
+test.before(async () => {
+  h = await startHarness('receiver_control', {
+    HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE.map((ms) => `${ms}ms`).join(','),
+    HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
+    HOOKSTREAM_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+  });
+  nc = await connectAsOperator({ url: h.nats.url });
+  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+});
+
+test.after.always(async () => {
+  await nc?.drain();
+  await Promise.all(receivers.map((r) => r.close()));
+  await h?.close();
+});
+
+test.serial('429 with Retry-After in seconds: the next attempt is that far off, recorded, and shown as waiting on it', async (t) => {
+  const r = await receiver((_req, n) => (n === 0 ? { status: 429, headers: { 'retry-after': '2' } } : 204));
+  const { endpoint } = await h.store.create('tenant_ra_secs' as TenantId, { url: r.url, events: ['*'] });
+  await publish('tenant_ra_secs');
+  await r.waitFor(1);
+  const webhookId = webhookIdOf(r, 0);
+  const rec = await lastRecord(endpoint.id, webhookId);
+  t.like(rec, { attempt: 1, status: 429, retry_after_ms: 2000, next_attempt_by: 'retry_after' });
+  const due = Date.parse(rec.next_attempt_at!);
+  t.true(due - r.received[0]!.at >= 2000, `next attempt recorded ${due - r.received[0]!.at} ms after the first`);
+  // While it waits, deliveries show says why.
+  const shown = await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id });
+  t.like(shown, { state: 'retrying', waiting_on: 'retry_after', next_attempt_at: rec.next_attempt_at });
+  t.regex(shown.reason, /Retry-After \(2 s\)/);
+  await r.waitFor(2, 10_000);
+  const gap = r.received[1]!.at - r.received[0]!.at;
+  t.true(gap >= 2000, `second attempt ${gap} ms after the first (schedule alone: 300 ms)`);
+  t.true(gap < 3000, `second attempt ${gap} ms after the first`);
+  t.true(r.received[1]!.at >= due - 5, 'not before the recorded time');
+});
+
+test.serial('503 with Retry-After as an HTTP date: the next attempt is not before that date', async (t) => {
+  let date = '';
+  const r = await receiver((_req, n) => {
+    if (n > 0) return 204;
+    date = new Date(Date.now() + 3000).toUTCString(); // whole seconds: between 2 and 3 s from now
+    return { status: 503, headers: { 'retry-after': date } };
+  });
+  const { endpoint } = await h.store.create('tenant_ra_date' as TenantId, { url: r.url, events: ['*'] });
+  await publish('tenant_ra_date');
+  await r.waitFor(2, 10_000);
+  const at = Date.parse(date);
+  t.true(r.received[1]!.at >= at, `second attempt ${at - r.received[1]!.at} ms before ${date}`);
+  t.true(r.received[1]!.at - at < 1000);
+  const [first] = await records(endpoint.id, webhookIdOf(r, 0));
+  t.like(first, { status: 503, next_attempt_by: 'retry_after' });
+  t.true(Math.abs(Date.parse(first!.next_attempt_at!) - at) < 50, 'the record shows the real next time');
+});
+
+test.serial('Retry-After shorter than the schedule: the schedule wins; every attempt counts, and max_retries still ends in a dead letter', async (t) => {
+  // Always 429 with Retry-After 1 s: beats steps 1 and 2 (300, 600 ms), loses to step 3 (2.5 s).
+  const r = await receiver(() => ({ status: 429, headers: { 'retry-after': '1' } }));
+  const { endpoint } = await h.store.create('tenant_ra_short' as TenantId, { url: r.url, events: ['*'] });
+  await publish('tenant_ra_short');
+  await r.waitFor(4, 15_000);
+  const at = r.received.map((x) => x.at);
+  const gaps = [at[1]! - at[0]!, at[2]! - at[1]!, at[3]! - at[2]!];
+  t.true(gaps[0]! >= 1000 && gaps[0]! < 1600, `retry 1 after ${gaps[0]} ms (Retry-After 1 s over the 300 ms step)`);
+  t.true(gaps[1]! >= 1000 && gaps[1]! < 1600, `retry 2 after ${gaps[1]} ms (Retry-After 1 s over the 600 ms step)`);
+  t.true(gaps[2]! >= 2400 && gaps[2]! < 3200, `retry 3 after ${gaps[2]} ms (the 2.5 s step over Retry-After 1 s)`);
+  const webhookId = webhookIdOf(r, 0);
+  const history = await eventually(async () => {
+    const all = await records(endpoint.id, webhookId);
+    return all.length === 4 ? all : undefined;
+  }, 10_000, 'four attempt records');
+  t.deepEqual(history.map((x) => x.attempt), [1, 2, 3, 4]);
+  t.deepEqual(history.map((x) => x.next_attempt_by ?? 'schedule'), ['retry_after', 'retry_after', 'schedule', 'schedule']);
+  t.is(history[3]!.next_attempt_at, null, 'the 4th attempt was the last');
+  const shown = await eventually(async () => {
+    const s = await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id });
+    return s.state === 'dead' ? s : undefined;
+  }, 15_000, 'the delivery to die');
+  t.is(shown.attempts, 4);
+  t.is(shown.last_status, 429);
+  await new Promise((res) => setTimeout(res, 1000));
+  t.is(r.received.length, 4, 'nothing after the dead letter');
+});
+
+test.serial('429s lower an endpoint\'s concurrency; 2xx answers raise it again', async (t) => {
+  let throttleUntil = 0;
+  let recoveredFrom = Infinity;
+  const r = await receiver((req) => {
+    if (req.at < throttleUntil) return { status: 429, delayMs: 100 };
+    if (throttleUntil > 0 && recoveredFrom === Infinity) recoveredFrom = req.at;
+    return { status: 200, delayMs: 200 };
+  });
+  await h.store.create('tenant_aimd' as TenantId, { url: r.url, events: ['*'] });
+  // Before: a backlog runs MAX_IN_FLIGHT at once.
+  await publish('tenant_aimd', 24);
+  await r.waitFor(24, 20_000);
+  const before = Math.max(...r.received.map((x) => x.concurrent));
+  t.is(before, MAX_IN_FLIGHT, `at most ${before} at once before any 429`);
+  await eventually(() => (r.received.every((x) => x.at + 200 < Date.now()) ? true : undefined), 5000, 'the first backlog to finish');
+
+  // 429s for 2 s while a new backlog waits.
+  const throttledFrom = Date.now();
+  throttleUntil = throttledFrom + 2000;
+  const seen = r.received.length;
+  await publish('tenant_aimd', 24);
+  await r.waitFor(seen + 24 + 3, 30_000);
+  await eventually(() => (r.received.filter((x) => x.at >= throttleUntil).length >= 24 ? true : undefined), 30_000, 'the backlog to get through');
+  // Failed attempts keep their consumer slots until the backoff brings them back, so the 429s come in waves
+  // (8 at once, then the limit's 4, then 2): every attempt after those 14 runs alone.
+  const throttled = r.received.slice(seen).filter((x) => x.at < throttleUntil);
+  const during = throttled.slice(MAX_IN_FLIGHT + MAX_IN_FLIGHT / 2 + MAX_IN_FLIGHT / 4);
+  t.log(r.received.slice(seen).map((x) => `${x.at - throttledFrom}:${x.concurrent}`).join(' '));
+  t.true(during.length > 0, 'attempts went on during the 429s');
+  const duringMax = Math.max(...during.map((x) => x.concurrent));
+  t.true(duringMax <= 1, `at most ${duringMax} at once once the 429s had come back`);
+  const after = r.received.filter((x) => x.at >= recoveredFrom);
+  t.true(after[0]!.concurrent <= 2, `the first 2xx attempts run ${after[0]!.concurrent} at once`);
+  const afterMax = Math.max(...after.map((x) => x.concurrent));
+  t.true(afterMax >= 4, `concurrency grew back to ${afterMax} with 2xx answers`);
+});
+
+test.serial('a rate limit of 5 per second holds across two delivery instances; the backlog waits and nothing fails', async (t) => {
+  const second = await startService(loadConfig({
+    NATS_URL: h.nats.url, DATABASE_URL: h.db.url, OPS_PORT: '0', HOOKSTREAM_ROLES: 'delivery',
+    HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2',
+    HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE.map((ms) => `${ms}ms`).join(','), HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
+    HOOKSTREAM_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+    HOOKSTREAM_MASTER_KEY: h.keys.masterKey, HOOKSTREAM_LOG_LEVEL: 'error',
+  }), h.log);
+  t.teardown(() => second.stop());
+  const r = await receiver(() => 200);
+  const { endpoint } = await h.store.create('tenant_rate' as TenantId, { url: r.url, events: ['*'], rate_limit: 5 });
+  t.is(endpoint.rateLimit, 5);
+  // Both instances run a pull loop on the endpoint's consumer before the backlog arrives.
+  await eventually(() => second.directory?.get(endpoint.id as EndpointId) ? true : undefined, 10_000, 'the second instance to see the endpoint');
+  await new Promise((res) => setTimeout(res, 500));
+  const started = Date.now();
+  await publish('tenant_rate', 30);
+  const got = await r.waitFor(30, 30_000);
+  const elapsed = Date.now() - started;
+  await new Promise((res) => setTimeout(res, 1500));
+  t.is(r.received.length, 30, 'every delivery once: no retries');
+  t.is(new Set(got.map((x) => x.headers['webhook-id'])).size, 30);
+  const at = got.map((x) => x.at).sort((a, b) => a - b);
+  let worst = 0;
+  for (let i = 0; i < at.length; i++) worst = Math.max(worst, at.filter((x) => x >= at[i]! && x < at[i]! + 1000).length);
+  t.true(worst <= 5, `${worst} requests within one second`);
+  t.true(elapsed >= 5000, `30 deliveries at 5/s took ${elapsed} ms`);
+  const failed = await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: `attempts.${endpoint.id}.>` });
+  t.deepEqual(failed.state.subjects ?? {}, {}, 'no failed attempt recorded');
+});
