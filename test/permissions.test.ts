@@ -3,13 +3,13 @@
 // admin.> nor the delivery streams (nor the service's inbox), and the `operator` (account OPERATORS) lists
 // and replays dead letters over admin.>. The attacks through reply subjects are in security-accounts.test.ts.
 import test from 'ava';
-import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { PermissionViolationError, type NatsConnection } from '@nats-io/nats-core';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
+import { NATS_CONF, useNatsConfPasswords } from './helpers/nats-conf.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { eventually } from './helpers/service.ts';
@@ -22,10 +22,7 @@ import { checkTargetUrl } from '../src/delivery/target-policy.ts';
 import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-const CONFIG = fileURLToPath(new URL('../nats.conf', import.meta.url));
-// nats-server parses a variable's value as a config value: a leading letter keeps it a string.
-const password = () => `p${randomBytes(12).toString('hex')}`;
-const PASSWORDS = { publisher: password(), service: password(), operator: password() };
+let PASSWORDS: { publisher: string; service: string; operator: string };
 
 let nats: NatsServer;
 let db: TestDatabase;
@@ -53,10 +50,12 @@ const refused = async (p: Promise<unknown>): Promise<PermissionViolationError | 
 test.before(async () => {
   await initSodium();
   // nats-server reads the passwords nats.conf names from its environment.
-  process.env['HOOKSTREAM_NATS_PUBLISHER_PASSWORD'] = PASSWORDS.publisher;
-  process.env['HOOKSTREAM_NATS_SERVICE_PASSWORD'] = PASSWORDS.service;
-  process.env['HOOKSTREAM_NATS_OPERATOR_PASSWORD'] = PASSWORDS.operator;
-  nats = await startNatsServer({ config: CONFIG });
+  const all = useNatsConfPasswords();
+  PASSWORDS = {
+    publisher: all['HOOKSTREAM_NATS_PUBLISHER_PASSWORD']!, service: all['HOOKSTREAM_NATS_SERVICE_PASSWORD']!,
+    operator: all['HOOKSTREAM_NATS_OPERATOR_PASSWORD']!,
+  };
+  nats = await startNatsServer({ config: NATS_CONF });
   db = await createTestDatabase('permissions');
   const keys = generateKeys();
   masterKey = keys.masterKey;
