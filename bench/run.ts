@@ -25,12 +25,13 @@ import type { TenantId } from '../src/domain/ids.ts';
 import { startNatsServer, type NatsServer } from '../test/helpers/nats-server.ts';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/database.ts';
 import { percentile, type PhaseStats, type PortMode, type ReceiverCommand, type ReceiverReply } from './receivers.ts';
-import type { ServiceChildMessage } from './service-child.ts';
+import type { LoopStats, ServiceChildCommand, ServiceChildMessage } from './service-child.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Options
 
-const SCENARIOS = ['throughput', 'latency', 'isolation', 'fanout', 'scale'] as const;
+// 'one' and 'maxrate' measure the common case of issue 13: events that reach one or two endpoints.
+const SCENARIOS = ['throughput', 'one', 'maxrate', 'latency', 'isolation', 'fanout', 'scale'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 interface Size {
@@ -44,22 +45,28 @@ interface Size {
   /** Longer than the pull loops' expiry, so every loop's re-pull and heartbeats fall inside the window. */
   idleSeconds: number;
   fanouts: number;
+  /** Latency phases are repeated this often and the median reported, so one stall does not decide a figure. */
+  latencyReps: number;
+  /** Seconds of each step of the max_rate_1to1 sweep, after a warm-up second. */
+  sweepSeconds: number;
 }
 
 const SIZES: Record<'short' | 'long', Size> = {
-  short: { deliveries100: 30_000, deliveries5000: 30_000, rounds: 3, steadySeconds: 6, idleSeconds: 35, fanouts: 3 },
-  long: { deliveries100: 150_000, deliveries5000: 100_000, rounds: 5, steadySeconds: 30, idleSeconds: 130, fanouts: 7 },
+  short: { deliveries100: 30_000, deliveries5000: 30_000, rounds: 3, steadySeconds: 6, idleSeconds: 35, fanouts: 3, latencyReps: 3, sweepSeconds: 4 },
+  long: { deliveries100: 150_000, deliveries5000: 100_000, rounds: 5, steadySeconds: 30, idleSeconds: 130, fanouts: 7, latencyReps: 3, sweepSeconds: 10 },
 };
 
 const USAGE = `usage: npm run bench -- [options]
 
   --size short|long      short fits in about two minutes, long in about ten (default: short)
   --json                 write one JSON object with every figure to stdout (the table still goes to stderr)
-  --only LIST            comma-separated scenarios to run: ${SCENARIOS.join(', ')} (default: all)
+  --only LIST            comma-separated scenarios to run: ${SCENARIOS.join(', ')} (default: all);
+                         one: throughput_1to1, ratio_1to1, throughput_2; maxrate: the max_rate_1to1 sweep
   --roles LIST           service roles to run (default: router,delivery,deadletter)
   --ports N              receiver ports, i.e. endpoint hosts (default: 100)
   --ceiling-concurrency N  POSTs in flight in the ceiling loop (default: 256)
   --rate N               events per second of the latency and isolation phases (default: 1000)
+  --sweep LIST           event rates of the max_rate_1to1 sweep (default: 1000,2000,3000,4000,5000,6000,8000)
   --split                run the service as two processes: the delivery role, and the other roles
   --cpu-prof DIR         write V8 CPU profiles of the service process into DIR
   --keep                 keep the service logs, NATS stores and databases (printed at the end)
@@ -79,6 +86,7 @@ interface Options {
   ports: number;
   ceilingConcurrency: number;
   rate: number;
+  sweep: number[];
   cpuProf: string | undefined;
   keep: boolean;
   split: boolean;
@@ -105,6 +113,7 @@ function parseOptions(argv: string[]): Options | 'help' {
         ports: { type: 'string' },
         'ceiling-concurrency': { type: 'string' },
         rate: { type: 'string' },
+        sweep: { type: 'string' },
         'cpu-prof': { type: 'string' },
         keep: { type: 'boolean' },
         split: { type: 'boolean' },
@@ -131,6 +140,7 @@ function parseOptions(argv: string[]): Options | 'help' {
     ports: positiveInt('ports', v.ports, 100, 1000),
     ceilingConcurrency: positiveInt('ceiling-concurrency', v['ceiling-concurrency'], 256, 10_000),
     rate: positiveInt('rate', v.rate, 1000, 100_000),
+    sweep: (v.sweep ?? '1000,2000,3000,4000,5000,6000,8000').split(',').map((x) => positiveInt('sweep', x.trim(), 1000, 100_000)),
     cpuProf: v['cpu-prof'],
     keep: v.keep ?? false,
     split: v.split ?? false,
@@ -234,6 +244,10 @@ interface ServiceProcess {
   /** One process, or two with --split (router+deadletter, delivery). */
   pids: number[];
   readyMs: number;
+  /** Starts a new window of event-loop delay and GC figures in every service process. */
+  loopReset(): void;
+  /** Event-loop delay and GC pauses since loopReset (the worst process's, with --split). */
+  loopStats(): Promise<LoopStats>;
   stop(): Promise<void>;
 }
 
@@ -297,8 +311,24 @@ async function startServiceProcess(group: Group, opts: Options, timeoutMs = 180_
     : [opts.roles];
   const children = await Promise.all(roleSets.map((roles) => startChild(group, opts, roles, timeoutMs)));
   const readyMs = performance.now() - started;
+  let nextId = 1;
+  const ask = (c: ChildProcess) => new Promise<LoopStats>((resolve, reject) => {
+    const id = nextId++;
+    const timer = setTimeout(() => { c.off('message', on); reject(new Error('service: no loop stats within 10 s')); }, 10_000);
+    const on = (m: ServiceChildMessage) => {
+      if (m.type === 'loop-stats' && m.id === id) { clearTimeout(timer); c.off('message', on); resolve(m.stats); }
+    };
+    c.on('message', on);
+    c.send({ type: 'loop-stats', id } satisfies ServiceChildCommand);
+  });
   return {
     pids: children.map((c) => c.child.pid!), readyMs,
+    loopReset: () => { for (const c of children) c.child.send({ type: 'loop-reset' } satisfies ServiceChildCommand); },
+    loopStats: async () => {
+      const all = await Promise.all(children.map((c) => ask(c.child)));
+      // With --split, the worse of the two processes on each figure.
+      return all.reduce((a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, Math.max(a[k as keyof LoopStats], b[k as keyof LoopStats])])) as unknown as LoopStats);
+    },
     stop: async () => { await Promise.all(children.map((c) => c.stop())); },
   };
 }
@@ -431,7 +461,7 @@ function natsPid(nats: NatsServer): number | undefined {
 // ---------------------------------------------------------------------------------------------------
 // Scenarios
 
-type Figures = Record<string, number | string | null>;
+type Figures = Record<string, number | string | null | object>;
 
 function plan(tenants: number, perTenant: number, ports: number[], prefix: string, offset = 0): EndpointPlan[] {
   const out: EndpointPlan[] = [];
@@ -462,12 +492,17 @@ function cpuMeter(group: Group, receivers: Receivers): () => string {
   };
 }
 
-async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number, prefix = 't'): Promise<{ rate: number; cpu: string }> {
+/**
+ * A burst of events, each reaching `perTenant` endpoints: by default `user.updated` to every endpoint of a
+ * tenant; `subject` picks another shape (e.g. one endpoint per event), `perTenant` then being its fan-out.
+ */
+async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number, prefix = 't',
+  subject: (i: number) => string = (i) => `events.${prefix}${i % tenants}.user.updated`): Promise<{ rate: number; cpu: string }> {
   const events = Math.ceil(deliveries / perTenant);
   const total = events * perTenant;
   const meter = cpuMeter(group, receivers);
   const started = wallNow();
-  const publishing = publishBurst(group.js, (i) => `events.${prefix}${i % tenants}.user.updated`, events, label);
+  const publishing = publishBurst(group.js, subject, events, label);
   await waitForCount(receivers, label, total, 300_000, label);
   await publishing;
   const cpu = meter();
@@ -481,7 +516,7 @@ async function throughputRun(group: Group, receivers: Receivers, deliveries: num
  * the medians and the median of the per-round ratios.
  */
 async function interleaved(group: Group, receivers: Receivers, endpoints: EndpointPlan[], opts: Options, total: number, rounds: number,
-  label: string, tenants: number, perTenant: number): Promise<{ ceiling: number; throughput: number; ratio: number; cpuCeiling: string; cpu: string; detail: string }> {
+  label: string, tenants: number, perTenant: number, subject?: (i: number) => string): Promise<{ ceiling: number; throughput: number; ratio: number; cpuCeiling: string; cpu: string; detail: string }> {
   const per = Math.ceil(total / rounds);
   const ceilings: number[] = [];
   const rates: number[] = [];
@@ -494,7 +529,7 @@ async function interleaved(group: Group, receivers: Receivers, endpoints: Endpoi
     const c = await ceiling(receivers, endpoints, per, opts.ceilingConcurrency, `c${label}-${r}`);
     if (r === rounds - 1) cpuCeiling = meter();
     progress(`${label}: round ${r + 1}/${rounds}: service`);
-    const t = await throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant);
+    const t = await throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant, 't', subject);
     if (r === rounds - 1) cpu = t.cpu;
     ceilings.push(c);
     rates.push(t.rate);
@@ -514,7 +549,12 @@ async function groupSmall(opts: Options, size: Size, receivers: Receivers, figur
   const v1aEndpoints = opts.only.has('throughput')
     ? plan(10, 10, receivers.ports, 'a', endpoints.length).map((e): EndpointPlan => ({ ...e, scheme: 'v1a' }))
     : [];
-  const group = await startGroup('e100', opts, [...endpoints, ...v1aEndpoints]);
+  // Pairs for throughput_2 (issue 13): tenants d0..d9 of 10 endpoints, endpoints 2k and 2k+1 of a tenant
+  // both taking the org event k (and nothing else), so each event reaches exactly two endpoints.
+  const pairEndpoints = opts.only.has('one')
+    ? plan(10, 10, receivers.ports, 'd', endpoints.length + v1aEndpoints.length).map((e, i): EndpointPlan => ({ ...e, events: [ORG_EVENTS[(i % 10) >> 1]!] }))
+    : [];
+  const group = await startGroup('e100', opts, [...endpoints, ...v1aEndpoints, ...pairEndpoints]);
   group.service = await startServiceProcess(group, opts);
   progress(`e100: service ready in ${fmt(group.service.readyMs / 1000)} s`);
 
@@ -554,22 +594,88 @@ async function groupSmall(opts: Options, size: Size, receivers: Receivers, figur
   const steadySubject = (i: number) => `events.t${i % 10}.${ORG_EVENTS[Math.floor(i / 10) % 10]!}`;
   const healthyPorts = endpoints.map((e, i) => (i % 2 === 0 ? e.port : -1)).filter((p) => p >= 0);
   const badPorts = endpoints.map((e, i) => (i % 2 === 1 ? e.port : -1)).filter((p) => p >= 0);
-  const steady = async (phase: string) => {
-    await publishSteady(group.js, steadySubject, opts.rate, 1, `${phase}-warm`);
-    const pub = await publishSteady(group.js, steadySubject, opts.rate, size.steadySeconds, phase);
-    await sleep(500);
+  const service = group.service;
+  const med = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 0.5);
+
+  if (opts.only.has('one')) {
+    // The common case (issue 13): each event reaches one endpoint (the steady phases' shape, as a burst),
+    // against the same ceiling loop in alternating rounds; then each event to two endpoints.
+    if (!opts.only.has('throughput')) {
+      progress('warming up the ceiling loop and the service');
+      await ceiling(receivers, endpoints, 10_000, opts.ceilingConcurrency, 'cwarm1');
+    }
+    await throughputRun(group, receivers, 3000, 'warm1', 10, 1, 't', steadySubject);
+    service.loopReset();
+    const m = await interleaved(group, receivers, endpoints, opts, size.deliveries100, size.rounds, 'tp1', 10, 1, steadySubject);
+    const loop = await service.loopStats();
+    figures['ceiling_1to1'] = round(m.ceiling, 0);
+    figures['throughput_1to1'] = round(m.throughput, 0);
+    figures['ratio_1to1'] = round(m.ratio, 3);
+    figures['cpu_throughput_1to1'] = m.cpu;
+    figures['loop_1to1'] = loop;
+    row('ceiling (1to1 rounds)', `${fmt(m.ceiling, 0)}/s`, `cpu: ${m.cpuCeiling}`);
+    row('throughput_1to1', `${fmt(m.throughput, 0)}/s`, `events = deliveries; cpu: ${m.cpu}`);
+    row('ratio_1to1', fmt(m.ratio, 2), `median of rounds ${m.detail} (target ≥ 0.35); service gc ${fmt(loop.gc_pct)}% of the time`);
+    const pairSubject = (i: number) => `events.d${i % 10}.${ORG_EVENTS[Math.floor(i / 10) % 5]!}`;
+    await throughputRun(group, receivers, 2000, 'warm2', 10, 2, 'd', pairSubject);
+    const rates: number[] = [];
+    for (let r = 0; r < size.rounds; r++) {
+      rates.push((await throughputRun(group, receivers, Math.ceil(size.deliveries100 / size.rounds), `tp2-${r}`, 10, 2, 'd', pairSubject)).rate);
+    }
+    const two = med(rates);
+    figures['throughput_2'] = round(two, 0);
+    figures['ratio_2'] = round(two / m.ceiling, 3);
+    row('throughput_2', `${fmt(two, 0)}/s`, `deliveries/s, each event to 2 endpoints; median of ${rates.map((x) => fmt(x, 0)).join(', ')}; ratio ${fmt(two / m.ceiling, 2)}`);
+  }
+
+  /** One steady phase: `rate` events/s, each to one endpoint, after a warm-up second. */
+  const steadyOnce = async (phase: string, rate: number, seconds: number) => {
+    await publishSteady(group.js, steadySubject, rate, 1, `${phase}-warm`);
+    service.loopReset();
+    const meter = cpuMeter(group, receivers);
+    const t0 = performance.now();
+    const pub = await publishSteady(group.js, steadySubject, rate, seconds, phase);
+    const achieved = pub.length / ((performance.now() - t0) / 1000);
+    // CPU per event moves far less with the machine's other load than latency does.
+    const cpu = meter();
+    const loop = await service.loopStats();
+    // Whatever has not arrived 1 s after the last publish is counted as late (the phase was not held).
+    const until = performance.now() + 1000;
+    while ((await receivers.count(phase)) < pub.length && performance.now() < until) await sleep(20);
+    await sleep(100);
     pub.sort((a, b) => a - b);
-    return { publishP99: percentile(pub, 0.99), all: await receivers.stats(phase), healthy: await receivers.stats(phase, healthyPorts) };
+    return { published: pub.length, achieved, cpu, publishP99: percentile(pub, 0.99), all: await receivers.stats(phase), healthy: await receivers.stats(phase, healthyPorts), loop };
   };
+  type Steady = Awaited<ReturnType<typeof steadyOnce>>;
+  /** `latencyReps` repetitions; each figure is the median over them (so one stall does not decide it). */
+  const steady = async (phase: string) => {
+    const reps: Steady[] = [];
+    for (let r = 0; r < size.latencyReps; r++) reps.push(await steadyOnce(`${phase}${r}`, opts.rate, size.steadySeconds));
+    const m = (f: (x: Steady) => number) => med(reps.map(f));
+    return {
+      reps,
+      publishP99: m((x) => x.publishP99),
+      all: { p50: m((x) => x.all.p50), p99: m((x) => x.all.p99), max: m((x) => x.all.max), count: m((x) => x.all.count) },
+      healthy: { p99: m((x) => x.healthy.p99) },
+      loop: Object.fromEntries(Object.keys(reps[0]!.loop).map((k) => [k, m((x) => x.loop[k as keyof LoopStats])])) as unknown as LoopStats,
+    };
+  };
+  const loopNote = (l: LoopStats) => `event-loop delay p99 ${fmt(l.eld_p99_ms, 1)} max ${fmt(l.eld_max_ms, 1)} ms; gc ${l.gc_count}× ${fmt(l.gc_total_ms, 0)} ms (max ${fmt(l.gc_max_ms, 1)})`;
 
   if (opts.only.has('latency') || opts.only.has('isolation')) {
-    progress(`latency: ${opts.rate} events/s for ${size.steadySeconds} s, all endpoints healthy`);
+    progress(`latency: ${opts.rate} events/s for ${size.steadySeconds} s × ${size.latencyReps}, all endpoints healthy`);
     const h = await steady('steady');
     figures['latency_p50_ms'] = round(h.all.p50);
     figures['latency_p99_ms'] = round(h.all.p99);
+    figures['latency_p99_reps_ms'] = h.reps.map((x) => round(x.all.p99));
     figures['publish_p99_ms_healthy'] = round(h.publishP99);
-    row('latency_p50_ms', fmt(h.all.p50, 2), `publish→receipt, ${h.all.count} deliveries (target ≤ 5)`);
-    row('latency_p99_ms', fmt(h.all.p99, 2), `max ${fmt(h.all.max, 1)} (target ≤ 25)`);
+    figures['latency_loop'] = h.loop;
+    figures['latency_loop_reps'] = h.reps.map((x) => x.loop);
+    figures['latency_cpu_reps'] = h.reps.map((x) => x.cpu);
+    row('latency_p50_ms', fmt(h.all.p50, 2), `publish→receipt, ${h.all.count} deliveries, median of ${h.reps.length} (target ≤ 5)`);
+    row('latency_p99_ms', fmt(h.all.p99, 2), `reps ${h.reps.map((x) => fmt(x.all.p99, 1)).join(', ')}; max ${fmt(h.all.max, 1)} (target ≤ 25)`);
+    row('latency_loop', '', loopNote(h.loop));
+    row('latency_cpu', '', h.reps.map((x) => x.cpu).join(' | '));
     row('publish_p99_ms_healthy', fmt(h.publishP99, 2), 'producer publish→stored ack');
 
     if (opts.only.has('isolation')) {
@@ -591,6 +697,28 @@ async function groupSmall(opts: Options, size: Size, receivers: Receivers, figur
       row('endpoint_isolation_ratio', fmt(epRatio, 2),
         `healthy p99 ${fmt(h.healthy.p99, 1)} → ${fmt(d.healthy.p99, 1)} (hang), ${fmt(f.healthy.p99, 1)} (500) ms (target ≤ 1.5)`);
     }
+  }
+
+  if (opts.only.has('maxrate')) {
+    // The highest steady rate held: every delivery in, publish→receipt p99 ≤ 50 ms. Rising steps; the
+    // sweep ends at the first step not held.
+    const steps: { rate: number; achieved: number; p50: number; p99: number; late: number; held: boolean; cpu: string; loop: LoopStats }[] = [];
+    let best = 0;
+    for (const rate of opts.sweep) {
+      progress(`max_rate_1to1: ${rate} events/s for ${size.sweepSeconds} s`);
+      const r = await steadyOnce(`sweep${rate}`, rate, size.sweepSeconds);
+      const late = r.published - r.all.count;
+      // A producer that could not publish at the rate (its own process saturated) does not count as held.
+      const held = late === 0 && r.all.p99 <= 50 && r.achieved >= rate * 0.95;
+      steps.push({ rate, achieved: round(r.achieved, 0), p50: round(r.all.p50), p99: round(r.all.p99), late, held, cpu: r.cpu, loop: r.loop });
+      row(`  sweep ${rate}/s`, held ? 'held' : 'not held', `published ${fmt(r.achieved, 0)}/s, p50 ${fmt(r.all.p50, 1)} p99 ${fmt(r.all.p99, 1)} ms, ${late} late; ${loopNote(r.loop)}; cpu: ${r.cpu}`);
+      if (!held) break;
+      best = rate;
+      await sleep(500);
+    }
+    figures['max_rate_1to1'] = best;
+    figures['max_rate_1to1_steps'] = steps;
+    row('max_rate_1to1', `${best}/s`, 'highest steady rate with every delivery in and p99 ≤ 50 ms (target ≥ 4000)');
   }
   await group.service.stop();
 }
@@ -670,6 +798,7 @@ async function groupLarge(opts: Options, size: Size, receivers: Receivers, figur
 // ---------------------------------------------------------------------------------------------------
 
 const KEYS = [
+  'throughput_1to1', 'ratio_1to1', 'throughput_2', 'max_rate_1to1',
   'throughput_100', 'throughput_100_v1a', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_100_v1a', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
   'publish_p99_ms_healthy', 'publish_p99_ms_degraded', 'publish_isolation_ratio', 'endpoint_isolation_ratio',
   'fanout_1000_ms', 'startup_10000_s', 'rss_10000_mb', 'idle_cpu_10000_pct',
@@ -695,7 +824,7 @@ async function main(): Promise<number> {
   const receivers = await startReceivers(opts.ports);
   cleanups.push(async () => { await receivers.call({ cmd: 'stop' }).catch(() => {}); });
   try {
-    if (opts.only.has('throughput') || opts.only.has('latency') || opts.only.has('isolation')) await groupSmall(opts, size, receivers, figures);
+    if (['throughput', 'one', 'maxrate', 'latency', 'isolation'].some((s) => opts.only.has(s as Scenario))) await groupSmall(opts, size, receivers, figures);
     if (opts.only.has('throughput')) await groupMedium(opts, size, receivers, figures);
     if (opts.only.has('scale') || opts.only.has('fanout')) await groupLarge(opts, size, receivers, figures);
   } finally {

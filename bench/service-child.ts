@@ -1,18 +1,77 @@
 // The service under benchmark, in its own process so its memory and CPU are its own: the configuration
 // comes from the environment exactly as `npm start` reads it. Tells the parent over IPC when startService
 // has resolved (every endpoint's consumer is created and its pull loop running), and stops gracefully
-// on SIGTERM.
+// on SIGTERM. On request it reports event-loop delay and GC pauses since the last reset (issue 13), so a
+// latency figure can be read beside what stalled the process during its phase.
+import { monitorEventLoopDelay, PerformanceObserver, type EntryType, type PerformanceEntry } from 'node:perf_hooks';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { initSodium } from '../src/crypto/sodium.ts';
 import { startService } from '../src/service.ts';
 
+/** Event-loop delay (ms) and GC pauses of the service process over one phase. */
+export interface LoopStats {
+  /** Event-loop delay percentiles (perf_hooks histogram, 1 ms sampling). */
+  eld_p50_ms: number;
+  eld_p99_ms: number;
+  eld_max_ms: number;
+  gc_count: number;
+  /** Sum of GC pauses in the phase, and as a share of its wall time. */
+  gc_total_ms: number;
+  gc_pct: number;
+  gc_max_ms: number;
+  /** Major (mark-compact) collections and their longest pause. */
+  gc_major: number;
+  gc_major_max_ms: number;
+}
+
 export type ServiceChildMessage =
   | { type: 'ready'; endpoints: number }
   | { type: 'failed'; error: string }
-  | { type: 'stopped' };
+  | { type: 'stopped' }
+  | { type: 'loop-stats'; id: number; stats: LoopStats };
+
+export type ServiceChildCommand = { type: 'loop-reset' } | { type: 'loop-stats'; id: number };
 
 const send = (m: ServiceChildMessage) => process.send?.(m);
+
+// Sampling every 1 ms costs a timer per ms; coarse enough not to disturb what it measures.
+const eld = monitorEventLoopDelay({ resolution: 1 });
+eld.enable();
+let since = performance.now();
+const gc = { count: 0, total: 0, max: 0, major: 0, majorMax: 0 };
+// NODE_PERFORMANCE_GC_MAJOR: mark-sweep-compact.
+const GC_MAJOR = 4;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.total += e.duration;
+    gc.max = Math.max(gc.max, e.duration);
+    if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === GC_MAJOR) {
+      gc.major++;
+      gc.majorMax = Math.max(gc.majorMax, e.duration);
+    }
+  }
+}).observe({ entryTypes: ['gc' as EntryType] });
+
+const ms = (ns: number) => Math.round(ns / 1e4) / 100;
+const loopStats = (): LoopStats => {
+  const wall = performance.now() - since;
+  return {
+    eld_p50_ms: ms(eld.percentile(50)), eld_p99_ms: ms(eld.percentile(99)), eld_max_ms: ms(eld.max),
+    gc_count: gc.count, gc_total_ms: Math.round(gc.total * 10) / 10, gc_pct: Math.round((gc.total / wall) * 1000) / 10,
+    gc_max_ms: Math.round(gc.max * 100) / 100, gc_major: gc.major, gc_major_max_ms: Math.round(gc.majorMax * 100) / 100,
+  };
+};
+process.on('message', (m: ServiceChildCommand) => {
+  if (m.type === 'loop-reset') {
+    eld.reset();
+    Object.assign(gc, { count: 0, total: 0, max: 0, major: 0, majorMax: 0 });
+    since = performance.now();
+  } else if (m.type === 'loop-stats') {
+    send({ type: 'loop-stats', id: m.id, stats: loopStats() });
+  }
+});
 
 try {
   await initSodium();

@@ -32,6 +32,12 @@ export interface EndpointDirectory {
    * `stallMs` while events remain, or when the directory stops. Concurrent calls share one request.
    */
   sync(): Promise<void>;
+  /**
+   * True when the consumer itself said more events were stored than it had delivered (the `pending` of
+   * the last message applied): the view is known to be behind, without asking the server. False says
+   * only that nothing known is missing; `sync()` is what proves it.
+   */
+  behind(): boolean;
   lastSeq(): number;
   stop(): Promise<void>;
 }
@@ -51,6 +57,8 @@ interface Fold {
   applied: number;
   /** Messages applied: compared with the stream's message count to notice removed events. */
   count: number;
+  /** Messages the server still held for the consumer when it delivered the last one applied. */
+  pending: number;
   progress: Set<() => void>;
   messages: ConsumerMessages;
   done: Promise<void>;
@@ -124,7 +132,7 @@ export async function startEndpointDirectory(deps: {
       throw stoppedError();
     }
     const fold: Fold = {
-      byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, progress: new Set(), messages, done: Promise.resolve(),
+      byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve(),
     };
     fold.done = (async () => {
       try {
@@ -136,6 +144,7 @@ export async function startEndpointDirectory(deps: {
           apply(fold, m.seq, event);
           fold.applied = m.seq;
           fold.count++;
+          fold.pending = m.info.pending;
           moved(fold);
         }
       } catch (e) {
@@ -176,6 +185,7 @@ export async function startEndpointDirectory(deps: {
     if (fold.applied >= target) return;
     deps.log.warn('endpoint events no longer stored; skipped', { stream: ENDPOINTS_STREAM, from: fold.applied + 1, to: target, why });
     fold.applied = target;
+    fold.pending = 0; // what was pending is gone
     moved(fold);
   };
 
@@ -292,6 +302,7 @@ export async function startEndpointDirectory(deps: {
     all: () => current.byId.values(),
     onChange: (l) => { listeners.add(l); return () => listeners.delete(l); },
     sync,
+    behind: () => current.pending > 0,
     lastSeq: () => current.applied,
     stop,
   };

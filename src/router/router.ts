@@ -2,14 +2,21 @@
 // DELIVERIES stream of every active endpoint of the tenant whose subscription matches. Publishes are
 // idempotent (Nats-Msg-Id per endpoint, see dedupe.ts), and the event is acked only after its whole
 // fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
+//
+// An event is routed at once with the endpoint directory as it is, and acked only after a directory sync
+// that started after it was read (src/router/cover.ts) has shown whether an endpoint write acked before
+// the event was published was still missing: such an endpoint gets the event then, before the ack. So an
+// endpoint created (or restored, or subscribed) before an event is published receives it, without a
+// JetStream API round trip on the path of every event (issue 13: one per event in series before).
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
-import { matchesAny } from '../domain/catalogue.ts';
+import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
+import type { EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
@@ -17,11 +24,15 @@ import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
+import { createSyncCover } from './cover.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
-/** Events taken off the consumer and waiting to be routed, at most. */
-const MAX_ARRIVED = 1024;
+/**
+ * Covering syncs at most this often: an event's ack waits up to this long plus a round trip (the ack, not
+ * its deliveries); at 1,000 events/s, 100 syncs/s instead of 1,000.
+ */
+const COVER_INTERVAL_MS = 10;
 
 export interface Router {
   stop(): Promise<void>;
@@ -45,15 +56,9 @@ export async function startRouter(deps: {
   const messages = await consumer.consume({ max_messages: 512 });
   const { publisher } = deps;
 
-  // Endpoint writes acked before an event was published must be visible when it is routed: a directory
-  // sync that started after the event was pulled covers it, and covers every event pulled before too.
-  let coveredUntil = -1;
-  const ensureSynced = async (pulledAt: number) => {
-    if (pulledAt < coveredUntil) return;
-    const started = performance.now();
-    await directory.sync();
-    coveredUntil = Math.max(coveredUntil, started);
-  };
+  // Endpoint writes acked before an event was published must reach it: a sync that started after the
+  // event was read has applied them, so each event's ack waits for one (shared, see cover.ts).
+  const cover = createSyncCover(directory, COVER_INTERVAL_MS);
 
   let inFlight = 0;
   let slotFreed: (() => void) | undefined;
@@ -89,80 +94,94 @@ export async function startRouter(deps: {
     }
   };
 
+  const targetsOf = (tenant: TenantId, type: EventName): EndpointState[] => {
+    const out: EndpointState[] = [];
+    for (const e of directory.activeFor(tenant)) if (matchesAny(e.events, type)) out.push(e);
+    return out;
+  };
+
   const fanOut = (m: JsMsg): Promise<void> | undefined => {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
     if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
-    const targets = [...directory.activeFor(parsed.tenant as TenantId)].filter((e) => matchesAny(e.events, parsed.type));
-    if (targets.length === 0) {
-      m.ack();
-      return undefined;
-    }
+    const seen = directory.lastSeq();
+    const targets = targetsOf(parsed.tenant as TenantId, parsed.type);
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
-    // Encoded once for the whole fan-out, not once per target.
-    const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
-    if (!encoded.ok) return reject(m, encoded.reason, encoded.detail);
-    const body = encoded.body;
+    // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
+    let body: Uint8Array | string | undefined;
+    const bodyOrReject = (): Uint8Array | string | undefined => {
+      if (body !== undefined) return body;
+      const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
+      if (!encoded.ok) { void reject(m, encoded.reason, encoded.detail); return undefined; }
+      return (body = encoded.body);
+    };
     // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
-    const prepared = targets.map((endpoint) => {
-      const h = natsHeaders();
-      h.set(DeliveryHeader.WebhookId, webhookId);
-      h.set(DeliveryHeader.Event, parsed.type);
-      h.set(DeliveryHeader.Tenant, parsed.tenant);
-      h.set(DeliveryHeader.Endpoint, endpoint.id);
-      h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
-      h.set(MSG_ID_HEADER, fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id));
-      return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
-    });
-    const publishes = prepared.map(({ subject, h }) => publisher.publish(subject, body, h));
-    return track(Promise.all(publishes).then(
-      () => {
-        metrics.deliveriesEnqueued.inc({}, publishes.length);
-        m.ack();
-      },
-      (e: unknown) => {
+    const publishTo = (list: EndpointState[], restored?: ReadonlySet<string>): Promise<void[]> => {
+      const prepared = list.map((endpoint) => {
+        const h = natsHeaders();
+        h.set(DeliveryHeader.WebhookId, webhookId);
+        h.set(DeliveryHeader.Event, parsed.type);
+        h.set(DeliveryHeader.Tenant, parsed.tenant);
+        h.set(DeliveryHeader.Endpoint, endpoint.id);
+        h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
+        // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
+        // (which the delivery role drops as routed before the restore): its id names the new life.
+        const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
+        h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
+        return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
+      });
+      return Promise.all(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
+    };
+    if (targets.length > 0 && bodyOrReject() === undefined) return undefined;
+    const first = targets.length > 0 ? publishTo(targets) : undefined;
+    // Any sync that starts from now on started after the event was read.
+    const covered = cover.after();
+
+    const settle = async (): Promise<void> => {
+      let enqueued = targets.length;
+      try {
+        await Promise.all([first, covered]);
+        if (directory.lastSeq() !== seen) {
+          // The directory applied endpoint writes since the first routing: add what it missed.
+          const sent = new Map(targets.map((e) => [e.id, e.version]));
+          const restored = new Set<string>();
+          const missed = targetsOf(parsed.tenant as TenantId, parsed.type).filter((e) => {
+            const version = sent.get(e.id);
+            if (version === undefined) return true;
+            // Routed from a view older than the endpoint's latest restore: that copy is dropped on delivery.
+            if (e.activeSince !== undefined && version < e.activeSince) { restored.add(e.id); return true; }
+            return false;
+          });
+          if (missed.length > 0) {
+            if (bodyOrReject() === undefined) return;
+            // Rare (the directory had not applied a write yet); worth a line, not on any hot path.
+            log.info('event routed to endpoints its first routing missed', { seq: m.seq, endpoints: missed.map((e) => e.id).join(',') });
+            await publishTo(missed, restored);
+            enqueued += missed.length;
+          }
+        }
+      } catch (e) {
         if (isEventsFault(e)) return verdicts.reject(m, RejectionReason.TooLarge, describe(e));
-        // NATS's trouble, not the event's: it comes back after a delay; duplicates are dropped by msgID.
+        // NATS's trouble (a publish, or the directory sync), not the event's: it comes back after a delay;
+        // duplicates are dropped by msgID.
         verdicts.retry(m, `fan-out failed: ${describe(e)}`);
-        return undefined;
-      },
-    ), publishes.length);
+        return;
+      }
+      if (enqueued > 0) metrics.deliveriesEnqueued.inc({}, enqueued);
+      m.ack();
+    };
+    return track(settle(), Math.max(1, targets.length));
   };
 
-  // A pump takes events off the consumer as they arrive and stamps them, so one directory sync covers
-  // every event that arrived before it started. Stamping at processing time instead made every event
-  // wait for a sync of its own, one JetStream API round trip per event in series (issue 5: the router
-  // then capped routing near 1k events/s and queued events for hundreds of ms at a steady 1k/s).
-  const arrived: { m: JsMsg; at: number }[] = [];
-  let wake: (() => void) | undefined;
-  let space: (() => void) | undefined;
-  let pumping = true;
-  const pump = (async () => {
-    try {
-      for await (const m of messages) {
-        arrived.push({ m, at: performance.now() });
-        wake?.();
-        while (arrived.length >= MAX_ARRIVED) await new Promise<void>((r) => (space = r));
-      }
-    } finally {
-      pumping = false;
-      wake?.();
-    }
-  })();
-
+  // Routing never waits for the directory (but when it knows it is behind), so events are routed as
+  // they come off the consumer. (Issue 5 had a pump stamp arrivals so one sync covered a batch; issue 13
+  // moved the sync off the path altogether: cover.ts.)
   const loop = (async () => {
-    for (;;) {
-      const next = arrived.shift();
-      if (!next) {
-        if (!pumping) break;
-        await new Promise<void>((r) => (wake = r));
-        wake = undefined;
-        continue;
-      }
-      if (arrived.length < MAX_ARRIVED / 2) space?.();
-      const { m, at } = next;
+    for await (const m of messages) {
       try {
-        await ensureSynced(at);
+        // A directory that knows it is behind (its consumer said more was pending) is caught up first,
+        // so it does not route from a view it knows is old; otherwise the covering sync follows routing.
+        if (directory.behind()) await directory.sync();
         route(m);
         while (inFlight >= MAX_PUBLISHES_IN_FLIGHT) await new Promise<void>((r) => (slotFreed = r));
       } catch (e) {
@@ -175,9 +194,9 @@ export async function startRouter(deps: {
   return {
     async stop() {
       await messages.close();
-      await pump;
       await loop;
       await Promise.allSettled([...publishesDone]);
+      cover.stop();
     },
   };
 }
