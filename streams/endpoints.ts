@@ -2,9 +2,13 @@
 // It is the source of truth; Postgres and every in-memory view are projections of it.
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { ensureStream, type EnsureOptions } from './ensure.ts';
+import type { EndpointId } from '../src/domain/ids.ts';
 
 export const ENDPOINTS_STREAM = 'ENDPOINTS';
-export const endpointSubject = (id: string) => `endpoints.${id}`;
+const PREFIX = 'endpoints.';
+export const endpointSubject = (id: string) => `${PREFIX}${id}`;
+/** The id a subject of this stream names (unchecked: the decoder compares it with the event's id). */
+export const endpointOfSubject = (subject: string) => subject.slice(PREFIX.length) as EndpointId;
 
 export async function ensureEndpointsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
   await ensureStream(jsm, {

@@ -159,6 +159,29 @@ export function isEndpointEvent(x: unknown): x is EndpointEvent {
   return e.v === 1 && typeof e.type === 'string' && EVENT_TYPES.has(e.type) && typeof e.id === 'string';
 }
 
+export type DecodedEndpointMessage = { ok: true; event: EndpointEvent } | { ok: false; reason: string };
+
+const utf8 = new TextDecoder();
+
+/**
+ * The one decoder of ENDPOINTS messages, used by every reader of the stream. A message that is not JSON,
+ * not a version-1 event of a known type, or (when the reader read one endpoint's subject and names it)
+ * another endpoint's event is skipped with this reason, never thrown: one bad message must not stop a
+ * reader or fail every command on an endpoint. Readers log each skip once, with its sequence; an event
+ * the fold refuses (applyEndpointEvent throws) is skipped the same way.
+ */
+export function decodeEndpointMessage(data: Uint8Array, subjectOf?: EndpointId): DecodedEndpointMessage {
+  let body: unknown;
+  try {
+    body = JSON.parse(utf8.decode(data));
+  } catch {
+    return { ok: false, reason: 'not JSON' };
+  }
+  if (!isEndpointEvent(body)) return { ok: false, reason: 'not an endpoint event' };
+  if (subjectOf !== undefined && body.id !== subjectOf) return { ok: false, reason: `an event of ${String(body.id).slice(0, 100)} on another endpoint's subject` };
+  return { ok: true, event: body };
+}
+
 // ---- command validation and decisions (pure; the store publishes what these return) ----
 
 /** The fields a tenant sets, as the endpoint events carry them. */

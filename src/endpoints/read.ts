@@ -2,7 +2,7 @@
 // so a command never decides on a stale projection.
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type MsgRequest, type NextMsgRequest } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
-import { applyEndpointEvent, isEndpointEvent, type EndpointState } from '../domain/endpoint.ts';
+import { applyEndpointEvent, decodeEndpointMessage, type EndpointState } from '../domain/endpoint.ts';
 import { isEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -23,10 +23,6 @@ export interface ReadOptions {
  */
 const firstOf = (subject: string): MsgRequest => ({ seq: 0, next_by_subj: subject }) as NextMsgRequest as unknown as MsgRequest;
 
-const parse = (data: { json(): unknown }): unknown => {
-  try { return data.json(); } catch { return undefined; }
-};
-
 export async function readEndpoint(
   js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
 ): Promise<EndpointState | undefined> {
@@ -38,8 +34,8 @@ export async function readEndpoint(
     // same single request and finds nothing; the costly fold below runs for the owner only.
     const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, firstOf(subject));
     if (!first) return undefined;
-    const created = parse(first);
-    if (!isEndpointEvent(created) || created.type !== 'endpoint.created' || created.tenant !== opts.tenant) return undefined;
+    const created = decodeEndpointMessage(first.data, id);
+    if (!created.ok || created.event.type !== 'endpoint.created' || created.event.tenant !== opts.tenant) return undefined;
   }
   const last = await jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject });
   if (!last) return undefined;
@@ -49,12 +45,12 @@ export async function readEndpoint(
   try {
     for await (const m of messages) {
       // One bad message must not make every command on the endpoint fail: skip it, as the directory does.
-      const event = parse(m);
+      const decoded = decodeEndpointMessage(m.data, id);
       let skipped: string | undefined;
-      if (!isEndpointEvent(event) || event.id !== id) skipped = 'malformed endpoint event';
+      if (!decoded.ok) skipped = decoded.reason;
       else {
         try {
-          state = applyEndpointEvent(state, event, m.seq);
+          state = applyEndpointEvent(state, decoded.event, m.seq);
         } catch (e) {
           skipped = describe(e);
         }

@@ -3,9 +3,9 @@
 // the same secrets sealed again. Run by `hookstream keys reseal-secrets` while the service keeps running;
 // appends race commands through the expected last subject sequence, like every command (src/endpoints/store.ts).
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+import { ENDPOINTS_STREAM, endpointOfSubject, endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
-import { applyEndpointEvent, isEndpointEvent, liveSecrets, type EndpointEvent, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
+import { applyEndpointEvent, decodeEndpointMessage, liveSecrets, type EndpointEvent, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -38,10 +38,11 @@ export async function foldAllEndpoints(js: JetStreamClient, jsm: JetStreamManage
   const messages = await consumer.consume({ max_messages: 256 });
   try {
     for await (const m of messages) {
-      let event: unknown;
-      try { event = m.json(); } catch { event = undefined; }
       // The subject is checked too: a stray message on another endpoint's subject is not that endpoint's.
-      if (isEndpointEvent(event) && m.subject === endpointSubject(event.id)) {
+      const decoded = decodeEndpointMessage(m.data, endpointOfSubject(m.subject));
+      if (!decoded.ok) log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, reason: decoded.reason });
+      else {
+        const { event } = decoded;
         try {
           states.set(event.id, applyEndpointEvent(states.get(event.id), event, m.seq));
         } catch (e) {
