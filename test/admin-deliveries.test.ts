@@ -1,33 +1,25 @@
 // Delivery state of a webhook-id for an endpoint over admin.deliveries.show: every state, derived from the
 // work queue, ATTEMPTS, dead_letters and EVENTS (see src/admin/delivery-state.ts).
 import test from 'ava';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver, type Responder } from './helpers/receiver.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Responder } from './helpers/receiver.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import type { DeliveryShowOut } from '../src/admin/protocol.ts';
 import { createWebhookIdCodec, deriveWebhookIdKey, type WebhookIdCodec } from '../src/domain/webhook-id.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
 let webhookIds: WebhookIdCodec;
-const receivers: Receiver[] = [];
-
-const receiver = async (respond: Responder) => {
-  const r = await startReceiver(respond);
-  receivers.push(r);
-  return r;
-};
 
 async function subscribed(tenant: string, respond: Responder) {
-  const r = await receiver(respond);
+  const r = await h.receiver(respond);
   const { endpoint } = await h.store.create(tenant as TenantId, { url: r.url, events: ['*'] });
   return { r, endpoint: endpoint.id };
 }
 
-const publish = (tenant: string, data: unknown) => h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify(data));
+const publish = (tenant: string, data: unknown) => h.publish(tenant, 'user.updated', data);
 
 const stateOf = (webhookId: string, endpoint: string) => admin.showDelivery({ webhook_id: webhookId, endpoint });
 
@@ -39,17 +31,12 @@ const waitForState = (webhookId: string, endpoint: string, check: (s: DeliverySh
 
 test.before(async () => {
   // A long attempt timeout: a hanging receiver holds its attempt while the test looks at it.
-  h = await startHarness('admin_deliveries', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '20s' });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+  h = await startTestService('admin_deliveries', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '20s' });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
   webhookIds = createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64')));
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test.serial('pending while the router has not routed the event; acknowledged once it has', async (t) => {
   const { r, endpoint } = await subscribed('tenant_unrouted', () => 200);
@@ -93,9 +80,8 @@ test('retrying: in the work queue after a failure, with its status and the next 
 
 test('a connection failure shows as the last error', async (t) => {
   // Nothing listens on the receiver's port once it is closed.
-  const r = await receiver(() => 200);
+  const r = await h.receiver(() => 200);
   await r.close();
-  receivers.splice(receivers.indexOf(r), 1);
   const endpoint = (await h.store.create('tenant_refused' as TenantId, { url: r.url, events: ['*'] })).endpoint.id;
   const ack = await publish('tenant_refused', { userId: 'user_c' });
   const stored = await h.service.jsm.streams.getMessage('EVENTS', { seq: ack.seq });

@@ -3,25 +3,17 @@
 // dies again; bulk replay pages through an endpoint's dead letters.
 import test from 'ava';
 import { Webhook } from 'standardwebhooks';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
-import { AdminRequestError, connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
+import { AdminRequestError, type AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
-const receivers: Receiver[] = [];
 
-const receiver = async (healthy: () => boolean) => {
-  const r = await startReceiver(() => (healthy() ? 200 : 500));
-  receivers.push(r);
-  return r;
-};
-const publish = (tenant: string, type: string, data: unknown) =>
-  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
+const receiver = (healthy: () => boolean) => h.receiver(() => (healthy() ? 200 : 500));
 
 const deadLettersOf = (endpoint: string, count: number, status: 'dead' | 'replayed' = 'dead') =>
   eventually(async () => {
@@ -36,23 +28,18 @@ const verify = (secret: string, r: Receiver['received'][number]) => new Webhook(
 });
 
 test.before(async () => {
-  h = await startHarness('admin_replay', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+  h = await startTestService('admin_replay', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test('replay: a recovered receiver gets the original webhook-id, validly signed, and the record notes it', async (t) => {
   let healthy = false;
   const r = await receiver(() => healthy);
   const tenant = 'tenant_replay' as TenantId;
   const { endpoint, signingSecret } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
-  await publish(tenant, 'user.deactivated', { userId: 'user_9' });
+  await h.publish(tenant, 'user.deactivated', { userId: 'user_9' });
   const [letter] = await deadLettersOf(endpoint.id, 1);
   t.is(r.received.length, 3, 'first attempt and two retries, all failed');
   const originalId = String(r.received[0]!.headers['webhook-id']);
@@ -92,7 +79,7 @@ test('a replay that fails again runs the schedule and becomes dead again', async
   const r = await receiver(() => false);
   const tenant = 'tenant_redead' as TenantId;
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
-  await publish(tenant, 'organization.updated', { organizationId: 'org_5' });
+  await h.publish(tenant, 'organization.updated', { organizationId: 'org_5' });
   const [letter] = await deadLettersOf(endpoint.id, 1);
   await admin.replayDeadLetter({ id: letter!.id });
   await r.waitFor(6);
@@ -115,8 +102,8 @@ test('replay many: all of an endpoint\'s dead letters, in pages, with a total fo
   const tenant = 'tenant_bulk' as TenantId;
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'] });
   const other = await h.store.create(tenant, { url: r.url, events: ['user.created'] });
-  for (let i = 0; i < 4; i++) await publish(tenant, 'organizationInvitation.created', { invitationId: `inv_${i}` });
-  await publish(tenant, 'user.created', { userId: 'user_bulk' });
+  for (let i = 0; i < 4; i++) await h.publish(tenant, 'organizationInvitation.created', { invitationId: `inv_${i}` });
+  await h.publish(tenant, 'user.created', { userId: 'user_bulk' });
   const letters: DeadLetterOut[] = await deadLettersOf(endpoint.id, 5);
   await deadLettersOf(other.endpoint.id, 1);
   healthy = true;
@@ -147,7 +134,7 @@ test('replaying to a deleted endpoint is refused, and a bulk run reports it with
   const r = await receiver(() => false);
   const tenant = 'tenant_deleted' as TenantId;
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
-  await publish(tenant, 'user.updated', { userId: 'user_d' });
+  await h.publish(tenant, 'user.updated', { userId: 'user_d' });
   const [letter] = await deadLettersOf(endpoint.id, 1);
   await h.store.delete(tenant, endpoint.id);
   const e = await admin.replayDeadLetter({ id: letter!.id }).catch((x: unknown) => x);

@@ -2,21 +2,19 @@
 // for every kind of bad request (the role keeps answering after each). Real NATS, Postgres, receivers.
 import test from 'ava';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
-import { AdminRequestError, connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
+import { AdminRequestError, type AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
+let h: TestService;
 let nc: NatsConnection;
 let admin: AdminClient;
 let failing: Receiver;
 const endpoints: Record<string, string> = {};
 let all: DeadLetterOut[] = [];
-
-const publish = (tenant: string, type: string, data: unknown) =>
-  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
 
 const errorOf = async (p: Promise<unknown>): Promise<AdminRequestError> => {
   try {
@@ -29,30 +27,25 @@ const errorOf = async (p: Promise<unknown>): Promise<AdminRequestError> => {
 };
 
 test.before(async () => {
-  h = await startHarness('admin', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 10_000 });
-  failing = await startReceiver(() => 500);
+  h = await startTestService('admin', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  ({ nc, admin } = await h.operator({ timeoutMs: 10_000 }));
+  failing = await h.receiver(() => 500);
   const a = await h.store.create('tenant_a' as TenantId, { url: failing.url, events: ['user.*'] });
   const b = await h.store.create('tenant_b' as TenantId, { url: failing.url, events: ['*'] });
   endpoints['a'] = a.endpoint.id;
   endpoints['b'] = b.endpoint.id;
-  await publish('tenant_a', 'user.created', { userId: 'user_1' });
-  await publish('tenant_a', 'user.created', { userId: 'user_2' });
-  await publish('tenant_a', 'user.banned', { userId: 'user_3' });
-  await publish('tenant_b', 'organization.created', { organizationId: 'org_1' });
-  await publish('tenant_b', 'organization.created', { organizationId: 'org_2' });
+  await h.publish('tenant_a', 'user.created', { userId: 'user_1' });
+  await h.publish('tenant_a', 'user.created', { userId: 'user_2' });
+  await h.publish('tenant_a', 'user.banned', { userId: 'user_3' });
+  await h.publish('tenant_b', 'organization.created', { organizationId: 'org_1' });
+  await h.publish('tenant_b', 'organization.created', { organizationId: 'org_2' });
   all = await eventually(async () => {
     const page = await admin.listDeadLetters({ limit: 100 });
     return page.data.length === 5 ? page.data : undefined;
   }, 30_000, 'five dead letters');
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await failing?.close();
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test('list: newest first, every field, and each filter narrows', async (t) => {
   const ids = all.map((d) => d.id);

@@ -1,34 +1,20 @@
 // The API's writes as receivers feel them, through the real pipeline (api, projector, router,
 // delivery, deadletter roles) to loopback receivers: secret rotation with and after a grace period,
 // and a deleted endpoint that receives nothing until it is restored.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { Webhook } from 'standardwebhooks';
-import { startHarness, type Harness } from './helpers/service.ts';
-import { startReceiver, type Received, type Receiver } from './helpers/receiver.ts';
-import { apiClient, type ApiClient } from './helpers/api-client.ts';
-import { createApiKey } from '../src/apikeys/store.ts';
-import type { TenantId } from '../src/domain/ids.ts';
+import { startTestService, tenantClient, type TestService } from './helpers/fixture.ts';
+import type { Received } from './helpers/receiver.ts';
 
-let h: Harness;
-const receivers: Receiver[] = [];
+let h: TestService;
 
 test.before(async () => {
-  h = await startHarness('api_delivery', { HOOKSTREAM_ROLES: 'api,projector,router,delivery,deadletter' });
+  h = await startTestService('api_delivery', { HOOKSTREAM_ROLES: 'api,projector,router,delivery,deadletter' });
 });
-test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
-const receiver = async () => {
-  const r = await startReceiver();
-  receivers.push(r);
-  return r;
-};
-const clientFor = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<ApiClient> =>
-  apiClient(h.service.api!.url, (await createApiKey(h.service.orm!.em.fork(), tenant as TenantId)).key, t);
-const publishUserCreated = (tenant: string, userId: string) =>
-  h.service.js.publish(`events.${tenant}.user.created`, JSON.stringify({ userId }));
+const clientFor = (t: ExecutionContext, tenant: string) => tenantClient(h, t, tenant);
+const publishUserCreated = (tenant: string, userId: string) => h.publish(tenant, 'user.created', { userId });
 
 /** Whether a receiver holding only `secret` accepts the delivery (the Standard Webhooks reference verifier). */
 function accepts(secret: string, got: Received): boolean {
@@ -50,7 +36,7 @@ const signatures = (got: Received) => String(got.headers['webhook-signature']).s
 test('rotate-secret: during the grace period either secret verifies; after it (or with grace 0) only the new one', async (t) => {
   const tenant = 'tenant_rotation';
   const c = await clientFor(t, tenant);
-  const r = await receiver();
+  const r = await h.receiver();
   const created = await c.post('/v1/webhooks', { url: r.url, events: ['user.created'] });
   t.is(created.status, 201);
   const id: string = created.body.id;
@@ -100,8 +86,8 @@ test('rotate-secret: during the grace period either secret verifies; after it (o
 test('a deleted endpoint receives nothing; a restored one receives new events again', async (t) => {
   const tenant = 'tenant_lifecycle';
   const c = await clientFor(t, tenant);
-  const gone = await receiver();
-  const control = await receiver();
+  const gone = await h.receiver();
+  const control = await h.receiver();
   const { body: doomed } = await c.post('/v1/webhooks', { url: gone.url, events: ['user.*'] });
   await c.post('/v1/webhooks', { url: control.url, events: ['user.*'] });
 
@@ -128,8 +114,8 @@ test('a deleted endpoint receives nothing; a restored one receives new events ag
 test('PATCH takes effect for the next event: new url and events', async (t) => {
   const tenant = 'tenant_patch_delivery';
   const c = await clientFor(t, tenant);
-  const before = await receiver();
-  const after = await receiver();
+  const before = await h.receiver();
+  const after = await h.receiver();
   const { body: endpoint } = await c.post('/v1/webhooks', { url: before.url, events: ['organization.created'] });
   const patched = await c.patch(`/v1/webhooks/${endpoint.id}`, { url: after.url, events: ['user.created'] });
   t.is(patched.status, 200);

@@ -4,33 +4,30 @@
 // resolve, new and legacy, in admin.deliveries.show.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import type { NatsConnection } from '@nats-io/nats-core';
 import type { PubAck } from '@nats-io/jetstream';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver, type Responder } from './helpers/receiver.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver, Responder } from './helpers/receiver.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { createWebhookIdCodec, deriveWebhookIdKey, type WebhookIdCodec } from '../src/domain/webhook-id.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ensureEventsStream } from '../streams/events.ts';
 import { nanos } from '@nats-io/nats-core';
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
 let webhookIds: WebhookIdCodec;
-const receivers: Receiver[] = [];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function subscribed(tenant: string, respond: Responder = () => 200) {
-  const r = await startReceiver(respond);
-  receivers.push(r);
+  const r = await h.receiver(respond);
   const { endpoint } = await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'] });
   return { r, endpoint: endpoint.id };
 }
 
 const publish = (tenant: string, data: unknown, msgID?: string) =>
-  h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify(data), msgID ? { msgID } : {});
+  h.publish(tenant, 'user.updated', data, msgID ? { msgID } : {});
 
 /** Resolves once the router has acked every event up to `seq` (its fan-out is stored or was dropped as a duplicate). */
 const routed = (seq: number) => eventually(async () => {
@@ -51,17 +48,12 @@ async function settle(tenant: string, r: Receiver): Promise<Receiver['received']
 }
 
 test.before(async () => {
-  h = await startHarness('dedupe_ids', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+  h = await startTestService('dedupe_ids', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
   webhookIds = createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64')));
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test.serial('EVENTS keeps the 100 ms minimum duplicate window, and an existing stream with the old 2 minutes is updated', async (t) => {
   const { jsm } = h.service;

@@ -1,30 +1,22 @@
 // The delivery path end to end: real NATS, real Postgres, real HTTP receivers on loopback.
 import test from 'ava';
 import { Webhook } from 'standardwebhooks';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
-const receivers: Receiver[] = [];
-const receiver = async (...args: Parameters<typeof startReceiver>) => {
-  const r = await startReceiver(...args);
-  receivers.push(r);
-  return r;
-};
+let h: TestService;
+// A string is published as it is (a malformed event), anything else as JSON.
 const publish = (tenant: string, type: string, data: unknown) =>
-  h.service.js.publish(`events.${tenant}.${type}`, typeof data === 'string' ? data : JSON.stringify(data));
+  typeof data === 'string' ? h.publishRaw(tenant, type, data) : h.publish(tenant, type, data);
 
 test.before(async () => {
-  h = await startHarness('delivery', { HOOKSTREAM_RETRY_SCHEDULE: '400ms,800ms,1200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s' });
+  h = await startTestService('delivery', { HOOKSTREAM_RETRY_SCHEDULE: '400ms,800ms,1200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s' });
 });
-test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test('an event reaches a subscribed endpoint as a signed POST with the exact headers and body', async (t) => {
-  const r = await receiver();
+  const r = await h.receiver();
   const tenant = 'tenant_exact' as TenantId;
   const { endpoint, signingSecret } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
   await publish(tenant, 'user.created', { userId: 'user_42', email: 'a@example.com' });
@@ -54,7 +46,7 @@ test('an event reaches a subscribed endpoint as a signed POST with the exact hea
 
 test('a failed attempt is retried on the backoff schedule with the same webhook-id and a fresh timestamp', async (t) => {
   // Fails twice, then accepts.
-  const r = await receiver((_req, n) => (n < 2 ? 503 : 204));
+  const r = await h.receiver((_req, n) => (n < 2 ? 503 : 204));
   const tenant = 'tenant_retry' as TenantId;
   await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
   await publish(tenant, 'organization.auth_policy.updated', { organizationId: 'org_1' });
@@ -74,7 +66,7 @@ test('a failed attempt is retried on the backoff schedule with the same webhook-
 });
 
 test('after max_retries the delivery is dead: exactly one sealed record that opens to the original message', async (t) => {
-  const r = await receiver(() => 500);
+  const r = await h.receiver(() => 500);
   const tenant = 'tenant_dead' as TenantId;
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.banned'] });
   await publish(tenant, 'user.banned', { userId: 'user_7', reason: 'spam' });
@@ -112,8 +104,8 @@ test('after max_retries the delivery is dead: exactly one sealed record that ope
 });
 
 test('a dead endpoint does not hold back a healthy one', async (t) => {
-  const dead = await receiver(() => 'hang');
-  const healthy = await receiver();
+  const dead = await h.receiver(() => 'hang');
+  const healthy = await h.receiver();
   const tenant = 'tenant_isolation' as TenantId;
   await h.store.create(tenant, { url: dead.url, events: ['*'] });
   await h.store.create(tenant, { url: healthy.url, events: ['*'] });
@@ -126,7 +118,7 @@ test('a dead endpoint does not hold back a healthy one', async (t) => {
 });
 
 test('bad events are counted, kept in REJECTED and skipped, and the router goes on', async (t) => {
-  const r = await receiver();
+  const r = await h.receiver();
   const tenant = 'tenant_bad' as TenantId;
   await h.store.create(tenant, { url: r.url, events: ['*'] });
   const rejected = (reason: string) => h.service.metrics.eventsRejected.get({ reason });
@@ -152,7 +144,7 @@ test('bad events are counted, kept in REJECTED and skipped, and the router goes 
 });
 
 test('only subscribed events are delivered, and another tenant\'s events never are', async (t) => {
-  const r = await receiver();
+  const r = await h.receiver();
   const tenant = 'tenant_match' as TenantId;
   await h.store.create(tenant, { url: r.url, events: ['organization.*', 'connection.saml_certificate_renewed'] });
   await publish(tenant, 'organizationMembership.created', { id: 1 });

@@ -6,27 +6,18 @@ import test from 'ava';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
 import { startEndpointDirectory } from '../src/endpoints/directory.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
 import { createLogger } from '../src/log.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
+let h: TestService;
 /** The test's own connection: it outlives the service's across stops and restarts. */
 let nc: NatsConnection;
 let jsm: JetStreamManager;
-const receivers: Receiver[] = [];
 const lines: string[] = [];
-
-const receiver = async () => {
-  const r = await startReceiver();
-  receivers.push(r);
-  return r;
-};
-const publish = (tenant: string, type: string, data: unknown) =>
-  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
 
 /** Rejects when `p` has not settled within `ms`: a hang detector, not a timing target. */
 const settles = <T>(p: Promise<T>, ms: number, what: string) => {
@@ -42,16 +33,16 @@ const readyz = async () => {
 
 /** A fresh endpoint on a fresh tenant receives an event: the directory and the router are live. */
 async function deliveryWorks(t: { is: (a: unknown, b: unknown, m?: string) => void }, tenant: string): Promise<void> {
-  const r = await receiver();
+  const r = await h.receiver();
   const { endpoint } = await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'] });
-  await publish(tenant, 'user.created', { userId: `user_${tenant}` });
+  await h.publish(tenant, 'user.created', { userId: `user_${tenant}` });
   const [got] = await r.waitFor(1, 20_000);
   t.is(JSON.parse(got!.body).data.userId, `user_${tenant}`);
   t.is(h.service.directory!.get(endpoint.id)?.id, endpoint.id);
 }
 
 test.before(async () => {
-  h = await startHarness('directory_purge', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_LOG_LEVEL: 'warn' }, {
+  h = await startTestService('directory_purge', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_LOG_LEVEL: 'warn' }, {
     logWrite: (line) => lines.push(line),
   });
   nc = await connectNats({ url: h.nats.url, name: 'directory-purge-test' });
@@ -59,15 +50,14 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
   await nc?.close();
-  await h?.close();
+  await h?.closeAll();
 });
 
 test.serial('a purge of ENDPOINTS while the service runs: it stays live, forgets the purged endpoints, and stops promptly', async (t) => {
-  const before = await receiver();
+  const before = await h.receiver();
   const { endpoint: purged } = await h.store.create('tenant_before_purge' as TenantId, { url: before.url, events: ['user.*'] });
-  await publish('tenant_before_purge', 'user.created', { userId: 'user_0' });
+  await h.publish('tenant_before_purge', 'user.created', { userId: 'user_0' });
   await before.waitFor(1);
 
   await jsm.streams.purge(ENDPOINTS_STREAM);
@@ -75,7 +65,7 @@ test.serial('a purge of ENDPOINTS while the service runs: it stays live, forgets
 
   // The stream is the source of truth: what was purged is gone from the directory, and gets nothing more.
   await eventually(() => (h.service.directory!.get(purged.id) === undefined ? true : undefined), 10_000, 'purged endpoint forgotten');
-  await publish('tenant_before_purge', 'user.created', { userId: 'user_1' });
+  await h.publish('tenant_before_purge', 'user.created', { userId: 'user_1' });
   await deliveryWorks(t, 'tenant_after_purge_2'); // routed after the event above
   t.is(before.received.length, 1, 'the purged endpoint receives nothing more');
   t.true(lines.some((l) => l.includes('endpoint directory rebuilt')), 'the rebuild is logged');
@@ -87,7 +77,7 @@ test.serial('a purge of ENDPOINTS while the service runs: it stays live, forgets
 });
 
 test.serial('a restart after a purge becomes ready and delivers', async (t) => {
-  const r = await receiver();
+  const r = await h.receiver();
   await h.store.create('tenant_purged_again' as TenantId, { url: r.url, events: ['user.*'] });
   await settles(h.service.stop(), 10_000, 'service.stop()');
   // Purged while the service is down: the stream's last sequence is no longer stored when it starts.
@@ -98,7 +88,7 @@ test.serial('a restart after a purge becomes ready and delivers', async (t) => {
 });
 
 test.serial('a deleted last message: the directory does not wait for it, delivery goes on, stop is prompt', async (t) => {
-  const r = await receiver();
+  const r = await h.receiver();
   const { endpoint } = await h.store.create('tenant_deleted_last' as TenantId, { url: r.url, events: ['user.*'] });
   const { state } = await jsm.streams.info(ENDPOINTS_STREAM);
   t.is(h.service.directory!.get(endpoint.id)?.version, state.last_seq, 'its created event is the last message');
@@ -124,7 +114,7 @@ test.serial('sync() skips sequences no longer stored and stop() ends a sync that
   const d = await startEndpointDirectory({ js: h.service.js, jsm: h.service.jsm, log: quiet, options: { stallMs: 60_000, probeMs: 50 } });
   try {
     // Two events stored and at once removed: the consumer never sees them; sync() must not wait for them.
-    const r = await receiver();
+    const r = await h.receiver();
     const a = await h.store.create('tenant_sync_a' as TenantId, { url: r.url, events: ['user.*'] });
     const b = await h.store.create('tenant_sync_b' as TenantId, { url: r.url, events: ['user.*'] });
     await jsm.streams.deleteMessage(ENDPOINTS_STREAM, b.seq);

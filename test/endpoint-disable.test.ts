@@ -5,22 +5,21 @@
 // checked as a NATS subscriber of `ops.>` receives it.
 import test from 'ava';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import { applyEndpointEvent, EndpointStatus } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
+let h: TestService;
 let sub: Subscription;
-const receivers: Receiver[] = [];
 const opsSeen: { subject: string; event: Record<string, unknown> }[] = [];
 
 test.before(async () => {
   // Retries every 200 ms, so a second of failures is five attempts; endpoints failing for 1 s are disabled.
-  h = await startHarness('endpoint_disable', {
+  h = await startTestService('endpoint_disable', {
     HOOKSTREAM_RETRY_SCHEDULE: Array(10).fill('200ms').join(','), HOOKSTREAM_DISABLE_AFTER: '1s',
   });
   sub = h.service.nc.subscribe('ops.>', {
@@ -30,19 +29,12 @@ test.before(async () => {
 });
 test.after.always(async () => {
   sub?.unsubscribe();
-  for (const r of receivers) await r.close();
-  await h?.close();
+  await h?.closeAll();
 });
 
-const receiver = async (...args: Parameters<typeof startReceiver>) => {
-  const r = await startReceiver(...args);
-  receivers.push(r);
-  return r;
-};
 const as = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<ApiClient> =>
   apiClient(h.service.api!.url, (await createApiKey(h.service.orm!.em.fork(), tenant as TenantId, 'test')).key, t);
-const publish = (tenant: string, type: string) =>
-  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify({ userId: 'user_1' }));
+const publish = (tenant: string, type: string) => h.publish(tenant, type, { userId: 'user_1' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function queued(endpoint: EndpointId): Promise<number> {
@@ -55,7 +47,7 @@ const opsEvent = (subject: string, endpoint?: string) =>
   eventually(() => opsSeen.find((m) => m.subject === subject && (endpoint === undefined || m.event['endpoint'] === endpoint))?.event, 15_000, subject);
 
 test('410 Gone disables the endpoint: nothing is sent afterwards, deliveries are held and go out after a restore', async (t) => {
-  const r = await receiver(() => 410);
+  const r = await h.receiver(() => 410);
   const c = await as(t, 'tenant_gone');
   const { body: ep } = await c.post('/v1/webhooks', { url: r.url, events: ['user.*'] });
   await publish('tenant_gone', 'user.created');
@@ -104,9 +96,9 @@ test('410 Gone disables the endpoint: nothing is sent afterwards, deliveries are
 });
 
 test('an endpoint failing for HOOKSTREAM_DISABLE_AFTER is disabled (failing); one with a success now and then is not', async (t) => {
-  const failing = await receiver(() => 500);
+  const failing = await h.receiver(() => 500);
   // One success in every four answers: failures never last a second.
-  const flaky = await receiver((_r, n) => (n % 4 === 3 ? 204 : 500));
+  const flaky = await h.receiver((_r, n) => (n % 4 === 3 ? 204 : 500));
   const c = await as(t, 'tenant_failing');
   const { body: bad } = await c.post('/v1/webhooks', { url: failing.url, events: ['user.*'] });
   const { body: ok } = await c.post('/v1/webhooks', { url: flaky.url, events: ['user.updated'] });

@@ -7,10 +7,10 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import sodium from 'libsodium-wrappers';
 import { Webhook } from 'standardwebhooks';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import { generateKeys, openDeadLetter, SecretSealer, DecryptionError } from '../src/crypto/sodium.ts';
 import { readEndpoint } from '../src/endpoints/read.ts';
 import { createEndpointStore } from '../src/endpoints/store.ts';
@@ -22,11 +22,9 @@ import { ENDPOINTS_STREAM, endpointSubject } from '../streams/endpoints.ts';
 const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
 const TENANT = 'tenant_rot' as TenantId;
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
 const logLines: string[] = [];
-const receivers: Receiver[] = [];
 /** Everything that must never appear in output or logs: keys and plaintext secrets. */
 const secrets: string[] = [];
 
@@ -51,13 +49,9 @@ function assertNoSecrets(t: { false(v: boolean, m?: string): void }, text: strin
   for (const s of secrets) t.false(text.includes(s), `${where} shows a secret or key`);
 }
 
-const receiver = async (answer: () => number = () => 204) => {
-  const r = await startReceiver(() => answer());
-  receivers.push(r);
-  return r;
-};
+const receiver = (answer: () => number = () => 204) => h.receiver(() => answer());
 
-const publish = (type: string, data: unknown) => h.service.js.publish(`events.${TENANT}.${type}`, JSON.stringify(data));
+const publish = (type: string, data: unknown) => h.publish(TENANT, type, data);
 
 type Got = Receiver['received'][number];
 const parts = (g: Got) => ({ id: String(g.headers['webhook-id']), ts: Number(g.headers['webhook-timestamp']), sig: String(g.headers['webhook-signature']) });
@@ -78,7 +72,7 @@ let firstWebhookId = '';
 
 test.before(async () => {
   await sodium.ready;
-  h = await startHarness('key_rotation', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s', HOOKSTREAM_LOG_LEVEL: 'info' }, {
+  h = await startTestService('key_rotation', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s', HOOKSTREAM_LOG_LEVEL: 'info' }, {
     logWrite: (l) => logLines.push(l),
   });
   k1 = h.keys;
@@ -86,15 +80,10 @@ test.before(async () => {
   k2.master = fresh.masterKey;
   k2.deadLetter = { publicKey: fresh.deadLetterPublicKey, secretKey: fresh.deadLetterSecretKey };
   secrets.push(k1.masterKey, k1.deadLetterSecretKey, k2.master, k2.deadLetter.secretKey);
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test.serial('master key: endpoints sealed under K1 keep verifying through K2 + previous K1, reseal, and K2 alone', async (t) => {
   // Under K1: a v1 endpoint, one rotated with a grace period (two sealed secrets), and a v1a endpoint.

@@ -1,28 +1,17 @@
 // /healthz, /readyz and /metrics on the ops listener (OPS_HOST:OPS_PORT, never the API port): Prometheus counters that move as deliveries happen,
 // backlog per endpoint from JetStream, and readiness that names what is missing.
 import test from 'ava';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver, type Responder } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
 import { createTestDatabase } from './helpers/database.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import { createReadiness } from '../src/ops/readiness.ts';
 import { startOpsServer } from '../src/ops/server.ts';
 import { openDatabase, closeDatabase } from '../src/db/orm.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
-const receivers: Receiver[] = [];
-
-const receiver = async (respond: Responder) => {
-  const r = await startReceiver(respond);
-  receivers.push(r);
-  return r;
-};
-const publish = (tenant: string, type: string, data: unknown) =>
-  h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
 
 type Sample = { name: string; labels: Record<string, string>; value: number };
 
@@ -47,16 +36,11 @@ async function scrape(): Promise<(name: string, labels?: Record<string, string>)
 }
 
 test.before(async () => {
-  h = await startHarness('metrics', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '20s' });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc);
+  h = await startTestService('metrics', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '20s' });
+  ({ admin } = await h.operator());
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test('healthz and readyz answer on the ops listener, and not on the API port', async (t) => {
   for (const path of ['/healthz', '/readyz', '/metrics']) t.is((await fetch(`${h.service.api!.url}${path}`)).status, 404, path);
@@ -73,14 +57,14 @@ test('healthz and readyz answer on the ops listener, and not on the API port', a
 test.serial('counters move as events are received, rejected, delivered, failed, dead and replayed', async (t) => {
   const before = await scrape();
   let healthy = false;
-  const ok = await receiver(() => 200);
-  const failing = await receiver(() => (healthy ? 200 : 500));
+  const ok = await h.receiver(() => 200);
+  const failing = await h.receiver(() => (healthy ? 200 : 500));
   await h.store.create('tenant_m_ok' as TenantId, { url: ok.url, events: ['user.*'] });
   const { endpoint } = await h.store.create('tenant_m_bad' as TenantId, { url: failing.url, events: ['organization.*'] });
-  await publish('tenant_m_ok', 'user.created', { userId: 'user_1' });
-  await publish('tenant_m_ok', 'user.created', { userId: 'user_2' });
-  await publish('tenant_m_ok', 'user.exploded', { userId: 'user_3' });
-  await publish('tenant_m_bad', 'organization.updated', { organizationId: 'org_1' });
+  await h.publish('tenant_m_ok', 'user.created', { userId: 'user_1' });
+  await h.publish('tenant_m_ok', 'user.created', { userId: 'user_2' });
+  await h.publish('tenant_m_ok', 'user.exploded', { userId: 'user_3' });
+  await h.publish('tenant_m_bad', 'organization.updated', { organizationId: 'org_1' });
   await ok.waitFor(2);
   const [letter] = await eventually(async () => {
     const page = await admin.listDeadLetters({ endpoint: endpoint.id });
@@ -115,9 +99,9 @@ test.serial('counters move as events are received, rejected, delivered, failed, 
 
 test('backlog per endpoint: pending and ack-pending from JetStream', async (t) => {
   // The endpoint holds its in-flight slots (HOOKSTREAM_MAX_IN_FLIGHT, 16) with hanging attempts; the rest wait.
-  const hanging = await receiver(() => 'hang');
+  const hanging = await h.receiver(() => 'hang');
   const { endpoint } = await h.store.create('tenant_m_backlog' as TenantId, { url: hanging.url, events: ['user.updated'] });
-  for (let i = 0; i < 20; i++) await publish('tenant_m_backlog', 'user.updated', { userId: `user_${i}` });
+  for (let i = 0; i < 20; i++) await h.publish('tenant_m_backlog', 'user.updated', { userId: `user_${i}` });
   await hanging.waitFor(16);
   const m = await eventually(async () => {
     const s = await scrape();

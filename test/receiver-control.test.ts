@@ -3,11 +3,11 @@
 // Serial: concurrency is per process, and the second instance of the rate-limit test would pull every
 // endpoint's consumer too.
 import test from 'ava';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver, type Responder } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../streams/attempts.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import { loadConfig } from '../src/config.ts';
 import { startService } from '../src/service.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
@@ -16,18 +16,11 @@ import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 const SCHEDULE = [300, 600, 2500];
 const MAX_IN_FLIGHT = 8;
 
-let h: Harness;
-let nc: NatsConnection;
+let h: TestService;
 let admin: AdminClient;
-const receivers: Receiver[] = [];
 
-const receiver = async (respond: Responder) => {
-  const r = await startReceiver(respond);
-  receivers.push(r);
-  return r;
-};
 const publish = (tenant: string, n = 1) => Promise.all(Array.from({ length: n }, (_, i) =>
-  h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${i}` }))));
+  h.publish(tenant, 'user.updated', { userId: `user_${i}` })));
 
 async function lastRecord(endpoint: string, webhookId: string): Promise<AttemptRecord> {
   return eventually(async () => {
@@ -49,23 +42,18 @@ async function records(endpoint: string, webhookId: string): Promise<AttemptReco
 const webhookIdOf = (r: Receiver, i: number) => String(r.received[i]!.headers['webhook-id']);
 
 test.before(async () => {
-  h = await startHarness('receiver_control', {
+  h = await startTestService('receiver_control', {
     HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE.map((ms) => `${ms}ms`).join(','),
     HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
     HOOKSTREAM_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
   });
-  nc = await connectAsOperator({ url: h.nats.url });
-  admin = createAdminClient(nc, { timeoutMs: 20_000 });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
 });
 
-test.after.always(async () => {
-  await nc?.drain();
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test.serial('429 with Retry-After in seconds: the next attempt is that far off, recorded, and shown as waiting on it', async (t) => {
-  const r = await receiver((_req, n) => (n === 0 ? { status: 429, headers: { 'retry-after': '2' } } : 204));
+  const r = await h.receiver((_req, n) => (n === 0 ? { status: 429, headers: { 'retry-after': '2' } } : 204));
   const { endpoint } = await h.store.create('tenant_ra_secs' as TenantId, { url: r.url, events: ['*'] });
   await publish('tenant_ra_secs');
   await r.waitFor(1);
@@ -87,7 +75,7 @@ test.serial('429 with Retry-After in seconds: the next attempt is that far off, 
 
 test.serial('503 with Retry-After as an HTTP date: the next attempt is not before that date', async (t) => {
   let date = '';
-  const r = await receiver((_req, n) => {
+  const r = await h.receiver((_req, n) => {
     if (n > 0) return 204;
     date = new Date(Date.now() + 3000).toUTCString(); // whole seconds: between 2 and 3 s from now
     return { status: 503, headers: { 'retry-after': date } };
@@ -105,7 +93,7 @@ test.serial('503 with Retry-After as an HTTP date: the next attempt is not befor
 
 test.serial('Retry-After shorter than the schedule: the schedule wins; every attempt counts, and max_retries still ends in a dead letter', async (t) => {
   // Always 429 with Retry-After 1 s: beats steps 1 and 2 (300, 600 ms), loses to step 3 (2.5 s).
-  const r = await receiver(() => ({ status: 429, headers: { 'retry-after': '1' } }));
+  const r = await h.receiver(() => ({ status: 429, headers: { 'retry-after': '1' } }));
   const { endpoint } = await h.store.create('tenant_ra_short' as TenantId, { url: r.url, events: ['*'] });
   await publish('tenant_ra_short');
   await r.waitFor(4, 15_000);
@@ -135,7 +123,7 @@ test.serial('Retry-After shorter than the schedule: the schedule wins; every att
 test.serial('429s lower an endpoint\'s concurrency; 2xx answers raise it again', async (t) => {
   let throttleUntil = 0;
   let recoveredFrom = Infinity;
-  const r = await receiver((req) => {
+  const r = await h.receiver((req) => {
     if (req.at < throttleUntil) return { status: 429, delayMs: 100 };
     if (throttleUntil > 0 && recoveredFrom === Infinity) recoveredFrom = req.at;
     return { status: 200, delayMs: 200 };
@@ -178,7 +166,7 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
     HOOKSTREAM_MASTER_KEY: h.keys.masterKey, HOOKSTREAM_LOG_LEVEL: 'error',
   }), h.log);
   t.teardown(() => second.stop());
-  const r = await receiver(() => 200);
+  const r = await h.receiver(() => 200);
   const { endpoint } = await h.store.create('tenant_rate' as TenantId, { url: r.url, events: ['*'], rate_limit: 5 });
   t.is(endpoint.rateLimit, 5);
   // Both instances run a pull loop on the endpoint's consumer before the backlog arrives.

@@ -3,7 +3,7 @@
 // loopback receiver that verifies with an independent ed25519 implementation (tweetnacl): the create
 // answer, every read, rotation with and after a grace period, and the private key found nowhere in
 // plaintext (the streams' store, Postgres, the logs).
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -14,12 +14,11 @@ import {
   ed25519PublicKeyOf, ed25519SigningKey, newEd25519KeyPair, sign, signatureHeader, verifySignatureV1a,
 } from '../src/domain/signature.ts';
 import { SecretSealer } from '../src/crypto/sodium.ts';
-import { createApiKey } from '../src/apikeys/store.ts';
 import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 import { endpointSubject } from '../streams/endpoints.ts';
-import { eventually, startHarness, type Harness } from './helpers/service.ts';
-import { startReceiver, type Received, type Receiver } from './helpers/receiver.ts';
-import { apiClient, type ApiClient } from './helpers/api-client.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, tenantClient, type TestService } from './helpers/fixture.ts';
+import type { Received } from './helpers/receiver.ts';
 
 // ---- the reference's published vector ----
 
@@ -62,29 +61,18 @@ test('generated key pairs: whsk_ is a 32-byte seed, whpk_ its 32-byte public key
 
 // ---- through the service ----
 
-let h: Harness;
+let h: TestService;
 const logLines: string[] = [];
-const receivers: Receiver[] = [];
 
 test.before(async () => {
-  h = await startHarness('sig_v1a', { HOOKSTREAM_ROLES: 'api,projector,router,delivery,deadletter', HOOKSTREAM_LOG_LEVEL: 'debug' }, {
+  h = await startTestService('sig_v1a', { HOOKSTREAM_ROLES: 'api,projector,router,delivery,deadletter', HOOKSTREAM_LOG_LEVEL: 'debug' }, {
     logWrite: (line) => logLines.push(line),
   });
 });
-test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
-const receiver = async () => {
-  const r = await startReceiver();
-  receivers.push(r);
-  return r;
-};
-const clientFor = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<ApiClient> =>
-  apiClient(h.service.api!.url, (await createApiKey(h.service.orm!.em.fork(), tenant as TenantId)).key, t);
-const publishUserCreated = (tenant: string, userId: string) =>
-  h.service.js.publish(`events.${tenant}.user.created`, JSON.stringify({ userId }));
+const clientFor = (t: ExecutionContext, tenant: string) => tenantClient(h, t, tenant);
+const publishUserCreated = (tenant: string, userId: string) => h.publish(tenant, 'user.created', { userId });
 
 /** The v1a entries of the delivery's header that tweetnacl verifies under `publicKey` (whpk_…). */
 function naclVerified(publicKey: string, got: Received): number {
@@ -134,7 +122,7 @@ test('a v1a endpoint: no signing_secret, its public key on every read; a v1 endp
 test('deliveries to a v1a endpoint carry one v1a signature that tweetnacl verifies; rotation signs with both pairs during the grace period, then the new one', async (t) => {
   const tenant = 'tenant_v1a_delivery';
   const c = await clientFor(t, tenant);
-  const r = await receiver();
+  const r = await h.receiver();
   const created = await c.post('/v1/webhooks', { url: r.url, events: ['user.created'], signature_scheme: 'v1a' });
   t.is(created.status, 201);
   const id: string = created.body.id;
@@ -191,7 +179,7 @@ function files(dir: string): string[] {
 test('the private key is in plaintext nowhere: not in the streams\' store, Postgres or the logs', async (t) => {
   const tenant = 'tenant_v1a_leaks';
   const c = await clientFor(t, tenant);
-  const r = await receiver();
+  const r = await h.receiver();
   const created = await c.post('/v1/webhooks', { url: r.url, events: ['user.created'], signature_scheme: 'v1a' });
   const id = created.body.id as EndpointId;
   const rotated = await c.post(`/v1/webhooks/${id}/rotate-secret`, { grace_period_seconds: 3600 });
@@ -259,11 +247,11 @@ async function forgeEndpoint(tenant: string, url: string, sealed: string): Promi
 test('sealed secrets are bound to their endpoint: one copied into another endpoint\'s event signs nothing there; a legacy value still delivers (issue 8)', async (t) => {
   const tenant = 'tenant_sealed_copy';
   const a = await h.store.create(tenant as TenantId, { url: 'https://a.example.com/hook', events: ['user.created'] });
-  const copied = await receiver();
+  const copied = await h.receiver();
   const copiedId = await forgeEndpoint(tenant, copied.url, a.endpoint.secrets[0]!.sealed);
   // A value in the format before issue 8 opens for any endpoint: existing endpoints keep working.
   const legacySecret = `whsec_${Buffer.alloc(32, 3).toString('base64')}`;
-  const legacy = await receiver();
+  const legacy = await h.receiver();
   await forgeEndpoint(tenant, legacy.url, sealLegacy(h.keys.masterKey, legacySecret));
 
   await publishUserCreated(tenant, 'user_copy');
