@@ -22,8 +22,7 @@ import { startDeadLetterHandler } from './deadletter/handler.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { startAdmin } from './admin/server.ts';
 import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
-import { createEndpointStore } from './endpoints/store.ts';
-import { checkTargetUrl } from './delivery/target-policy.ts';
+import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
 import { createOpsEvents } from './ops/events.ts';
 import { startEndpointHealth } from './delivery/endpoint-health.ts';
@@ -122,14 +121,19 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => handler.stop());
     }
 
-    if (roles.has('delivery') && directory && publisher) {
+    // One endpoint store (and target policy) for the roles that command endpoints: delivery disables, the API writes.
+    const endpoints: Endpoints | undefined = roles.has('delivery') || roles.has('api')
+      ? createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log: log.child({ role: 'endpoints' }) })
+      : undefined;
+
+    if (roles.has('delivery') && directory && publisher && endpoints) {
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
       stops.push(() => sender.close());
       const sealer = new SecretSealer(keys.masterKey!, keys.previousMasterKey);
       // Pushed before the delivery role, so it stops after it: the last attempts' outcomes still count.
       const health = await startEndpointHealth({
         js, jsm, directory, ops: opsEvents, disableAfterMs: config.disableAfterMs, log: log.child({ role: 'delivery' }), metrics,
-        store: createEndpointStore({ js, jsm, sealer, checkUrl: (u) => checkTargetUrl(u, config.allowPrivateTargets), log: log.child({ role: 'delivery' }) }),
+        store: endpoints.store,
       });
       stops.push(() => health.stop());
       const delivery = await startDelivery({
@@ -149,15 +153,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     let api: ApiServer | undefined;
-    if (roles.has('api') && orm) {
+    if (roles.has('api') && orm && endpoints) {
       const db = orm;
-      const checkUrl = (u: URL) => checkTargetUrl(u, config.allowPrivateTargets);
-      const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl, log: log.child({ role: 'api' }) });
       // Without a projector in this process, another instance's progress shows in the checkpoint row.
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, seq);
       const { app } = createApi({
-        orm: db, store, waitForProjection, checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
+        orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;

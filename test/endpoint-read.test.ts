@@ -7,9 +7,9 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { startHarness, type Harness } from './helpers/service.ts';
 import { apiClient } from './helpers/api-client.ts';
 import { connectNats } from '../src/nats/connect.ts';
-import { createEndpointStore, type EndpointStore } from '../src/endpoints/store.ts';
-import { SecretSealer } from '../src/crypto/sodium.ts';
-import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
+import type { EndpointStore } from '../src/endpoints/store.ts';
+import type { NewEndpoint } from '../src/domain/endpoint.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { createLogger } from '../src/log.ts';
 import { endpointSubject } from '../streams/endpoints.ts';
@@ -29,18 +29,17 @@ test.before(async () => {
   const protocol = (nc as unknown as { protocol: { publish: (subject: string, ...rest: unknown[]) => void } }).protocol;
   const publish = protocol.publish.bind(protocol);
   protocol.publish = (subject: string, ...rest: unknown[]) => { sent.push(subject); publish(subject, ...rest); };
-  store = createEndpointStore({
-    js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }),
-    sealer: new SecretSealer(h.keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
+  store = createEndpoints({
+    js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }), masterKey: h.keys.masterKey, allowPrivateTargets: true,
     log: createLogger({ write: (line) => logged.push(line) }),
-  });
+  }).store;
 });
 test.after.always(async () => {
   await nc?.close();
   await h?.close();
 });
 
-const body = { url: 'https://hooks.example.com/a', events: ['user.*'] };
+const body: NewEndpoint = { url: 'https://hooks.example.com/a', events: ['user.*'] };
 
 /** The subjects published while `fn` runs and the error it threw. */
 async function trace(fn: () => Promise<unknown>): Promise<{ subjects: string[]; error: unknown }> {

@@ -13,7 +13,7 @@ import type { Receiver } from './helpers/receiver.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import { generateKeys, openDeadLetter, SecretSealer, DecryptionError } from '../src/crypto/sodium.ts';
 import { readEndpoint } from '../src/endpoints/read.ts';
-import { createEndpointStore } from '../src/endpoints/store.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
 import { verifySignature, verifySignatureV1a } from '../src/domain/signature.ts';
 import { applyEndpointEvent, isEndpointEvent } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
@@ -206,7 +206,7 @@ test.serial('dead-letter key pair: P1 dead letters open under P2 + previous P1, 
   let healthy = false;
   const r = await receiver(() => (healthy ? 204 : 500));
   // Sealed under K2, as the API now seals (h.store still seals under the harness's K1).
-  const store = createEndpointStore({ js: h.service.js, jsm: h.service.jsm, sealer: new SecretSealer(k2.master), checkUrl: () => undefined });
+  const { store } = createEndpoints({ js: h.service.js, jsm: h.service.jsm, masterKey: k2.master, allowPrivateTargets: true });
   const created = await store.create(TENANT, { url: r.url, events: ['organization.created'] });
   secrets.push(created.signingSecret!);
   await publish('organization.created', { organizationId: 'org_p1' });

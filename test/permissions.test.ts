@@ -16,9 +16,8 @@ import { eventually } from './helpers/service.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startService, type RunningService } from '../src/service.ts';
-import { generateKeys, initSodium, SecretSealer } from '../src/crypto/sodium.ts';
-import { createEndpointStore } from '../src/endpoints/store.ts';
-import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
 import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
@@ -81,9 +80,7 @@ test.after.always(async () => {
   await db?.drop();
 });
 
-const store = () => createEndpointStore({
-  js: service.js, jsm: service.jsm, sealer: new SecretSealer(masterKey), checkUrl: (u) => checkTargetUrl(u, true),
-});
+const store = () => createEndpoints({ js: service.js, jsm: service.jsm, masterKey, allowPrivateTargets: true }).store;
 
 test.serial('the service runs as `service`; a publisher\'s event is delivered, its dead letter replayed by the operator', async (t) => {
   const tenant = 'tenant_perm' as TenantId;

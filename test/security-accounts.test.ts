@@ -23,9 +23,9 @@ import { eventually } from './helpers/service.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startService, type RunningService } from '../src/service.ts';
-import { generateKeys, initSodium, SecretSealer } from '../src/crypto/sodium.ts';
-import { createEndpointStore, type EndpointStore } from '../src/endpoints/store.ts';
-import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
+import type { EndpointStore } from '../src/endpoints/store.ts';
 import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
@@ -136,9 +136,7 @@ test.before(async () => {
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
   });
   service = await startService(config, createLogger({ level: 'warn', write: (l) => logLines.push(l) }));
-  store = createEndpointStore({
-    js: service.js, jsm: service.jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
-  });
+  store = createEndpoints({ js: service.js, jsm: service.jsm, masterKey: keys.masterKey, allowPrivateTargets: true }).store;
   publisher = await asUser('publisher', PASSWORDS.HOOKSTREAM_NATS_PUBLISHER_PASSWORD);
   authEu = await asUser('auth_eu', PASSWORDS.HOOKSTREAM_NATS_AUTH_EU_PASSWORD);
   spyProducers = await asUser('spy_producers', PASSWORDS.SPY_PASSWORD);

@@ -13,9 +13,8 @@ import { connectNats } from '../src/nats/connect.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { eventually } from './helpers/service.ts';
-import { generateKeys, initSodium, SecretSealer } from '../src/crypto/sodium.ts';
-import { createEndpointStore } from '../src/endpoints/store.ts';
-import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
 const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
@@ -111,8 +110,8 @@ test('SIGTERM mid-burst: in-flight attempts finish, the process exits 0, and the
   try {
     const first = await serve();
     const js = jetstream(nc);
-    const store = createEndpointStore({
-      js, jsm: await jetstreamManager(nc), sealer: new SecretSealer(env['HOOKSTREAM_MASTER_KEY']!), checkUrl: (u) => checkTargetUrl(u, true),
+    const { store } = createEndpoints({
+      js, jsm: await jetstreamManager(nc), masterKey: env['HOOKSTREAM_MASTER_KEY']!, allowPrivateTargets: true,
     });
     const tenant = 'tenant_sigterm' as TenantId;
     await store.create(tenant, { url: r.url, events: ['user.*'] });

@@ -1,36 +1,35 @@
 // Validation of request bodies before they become commands: every problem in one 422, unknown fields
 // included, so a caller fixes a request in one round trip.
-import { parseSignatureScheme, validateFields } from '../domain/endpoint.ts';
+import { parseEndpointPatch, parseNewEndpoint, type CheckUrl, type EndpointPatch, type NewEndpoint } from '../domain/endpoint.ts';
 import { invalid, isHookstreamError, ErrorCode, type FieldError } from '../errors.ts';
-import { DEFAULT_GRACE_MS, MAX_GRACE_MS, type EndpointInput } from '../endpoints/store.ts';
+import { DEFAULT_GRACE_MS, MAX_GRACE_MS } from '../endpoints/store.ts';
 import { bodyFields } from './body.ts';
 import { ENDPOINT_CREATE_IN_FIELDS, ENDPOINT_IN_FIELDS, ROTATE_SECRET_IN_FIELDS } from './wire.ts';
 
-type CheckUrl = (url: URL) => string | undefined;
-
-/** The problems `check` reports as a 422, or none. */
-function problemsOf(check: () => unknown): FieldError[] {
+/** `parse`'s result, or one 422 with the body's own problems first and then the fields' problems. */
+function parseAfter<T>(body: unknown, allowed: readonly string[], parse: (fields: Record<string, unknown>) => T): T {
+  const { fields, problems } = bodyFields(body, allowed);
+  // Not an object: its fields cannot be checked.
+  if (problems.some((p) => p.field === 'body')) throw invalid(problems);
+  let later: FieldError[] = [];
+  let parsed: T | undefined;
   try {
-    check();
-    return [];
+    parsed = parse(fields);
   } catch (e) {
-    if (isHookstreamError(e, ErrorCode.ValidationFailed)) return e.details;
-    throw e;
+    if (!isHookstreamError(e, ErrorCode.ValidationFailed)) throw e;
+    later = e.details;
   }
+  if (problems.length || later.length || parsed === undefined) throw invalid([...problems, ...later]);
+  return parsed;
 }
 
-/** A create (partial = false) or update (partial = true) body; throws 422 listing every problem. */
-export function endpointInput(body: unknown, partial: boolean, checkUrl: CheckUrl): EndpointInput {
-  const { fields, problems } = bodyFields(body, partial ? ENDPOINT_IN_FIELDS : ENDPOINT_CREATE_IN_FIELDS);
-  const isObject = !problems.some((p) => p.field === 'body');
-  const all = [
-    ...problems,
-    ...(isObject ? problemsOf(() => validateFields(fields, partial, checkUrl)) : []),
-    ...(isObject && !partial ? problemsOf(() => parseSignatureScheme(fields['signature_scheme'])) : []),
-  ];
-  if (all.length) throw invalid(all);
-  return fields;
-}
+/** A create body, checked once here: the store takes the typed fields as they are. */
+export const createInput = (body: unknown, checkUrl: CheckUrl): NewEndpoint =>
+  parseAfter(body, ENDPOINT_CREATE_IN_FIELDS, (fields) => parseNewEndpoint(fields, checkUrl));
+
+/** An update body (every field optional), checked once here. */
+export const updateInput = (body: unknown, checkUrl: CheckUrl): EndpointPatch =>
+  parseAfter(body, ENDPOINT_IN_FIELDS, (fields) => parseEndpointPatch(fields, checkUrl));
 
 /** The rotate-secret body (optional): the grace period in milliseconds. */
 export function graceInput(body: unknown): number {

@@ -8,7 +8,7 @@ import { SignatureScheme } from '../domain/signature.ts';
 import { notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ProjectionLagError } from '../../projections/endpoints.ts';
-import { emptyInput, endpointInput, graceInput } from './input.ts';
+import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
 import { parseListQuery, rejectQuery } from './query.ts';
 import type { ApiState } from './state.ts';
 import { endpointOut, type EndpointCreatedOut, type EndpointListOut, type EndpointOut, type RotateSecretOut } from './wire.ts';
@@ -61,7 +61,7 @@ export function webhookHandlers(deps: WebhookDeps) {
 
     async create(ctx: Ctx) {
       rejectQuery(ctx.querystring);
-      const input = endpointInput(ctx.request.body, false, deps.checkUrl);
+      const input = createInput(ctx.request.body, deps.checkUrl);
       const result = await deps.store.create(ctx.state.tenant, input);
       const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), ...secretOut(result.signingSecret) };
       ctx.status = 201;
@@ -80,7 +80,7 @@ export function webhookHandlers(deps: WebhookDeps) {
     async update(ctx: Ctx) {
       rejectQuery(ctx.querystring);
       const id = pathId(ctx);
-      const input = endpointInput(ctx.request.body, true, deps.checkUrl);
+      const input = updateInput(ctx.request.body, deps.checkUrl);
       ctx.body = await afterWrite(ctx, await deps.store.update(ctx.state.tenant, id, input));
     },
 

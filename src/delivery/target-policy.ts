@@ -79,8 +79,8 @@ function isLocalName(hostname: string): boolean {
 }
 
 /**
- * The problem with a target URL, or undefined. Used when an endpoint is saved (fits validateFields'
- * checkUrl) and before each send. Host names other than localhost are checked at connect time.
+ * The problem with a target URL, or undefined. Used when an endpoint is saved (the domain's
+ * CheckUrl) and before each send. Host names other than localhost are checked at connect time.
  */
 export function checkTargetUrl(url: URL, allowPrivate: boolean): string | undefined {
   if (allowPrivate) {

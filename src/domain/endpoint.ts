@@ -192,21 +192,40 @@ export interface EndpointFields {
   rate_limit: number | null;
 }
 
+/** A create body or command-line input before it is checked. */
+export interface EndpointInput {
+  url?: unknown;
+  events?: unknown;
+  description?: unknown;
+  /** Deliveries per second, 1..10,000, or null for none. */
+  rate_limit?: unknown;
+  /** Create only: "v1" (default) or "v1a". */
+  signature_scheme?: unknown;
+}
+
+/** A checked create: what the store appends as endpoint.created (absent optional fields: none, v1). */
+export interface NewEndpoint {
+  url: string;
+  events: EventPattern[];
+  description?: string | null;
+  rate_limit?: number | null;
+  signature_scheme?: SignatureScheme;
+}
+
+/** A checked update: only the fields given change. */
+export type EndpointPatch = Partial<EndpointFields>;
+
+/** The deployment's target policy: the problem with a URL, or undefined. */
+export type CheckUrl = (url: URL) => string | undefined;
+
 export const MAX_DESCRIPTION = 1000;
 export const MAX_URL = 2048;
 export const MAX_PATTERNS = 64;
 
-/**
- * Validate the user-supplied endpoint fields. `checkUrl` applies the deployment's target policy
- * (https only, no private addresses unless allowed) and returns a problem or undefined.
- */
-export function validateFields(
-  input: { url?: unknown; events?: unknown; description?: unknown; rate_limit?: unknown },
-  partial: boolean,
-  checkUrl: (url: URL) => string | undefined,
-): Partial<EndpointFields> {
+/** Every problem of the user-supplied fields (none when `out` is complete for the fields given). */
+function checkFields(input: EndpointInput, partial: boolean, checkUrl: CheckUrl): { out: EndpointPatch; problems: FieldError[] } {
   const problems: FieldError[] = [];
-  const out: Partial<EndpointFields> = {};
+  const out: EndpointPatch = {};
   if (input.url !== undefined || !partial) {
     if (typeof input.url !== 'string' || input.url.length === 0) problems.push({ field: 'url', message: 'is required and must be a string' });
     else if (input.url.length > MAX_URL) problems.push({ field: 'url', message: `must be at most ${MAX_URL} characters` });
@@ -241,15 +260,27 @@ export function validateFields(
       problems.push({ field: 'rate_limit', message: `must be a whole number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}, or null` });
     } else out.rate_limit = r;
   } else if (!partial) out.rate_limit = null;
-  if (problems.length) throw invalid(problems);
-  return out;
+  return { out, problems };
 }
 
-/** The create body's `signature_scheme`: v1 when absent. */
-export function parseSignatureScheme(x: unknown): SignatureScheme {
-  if (x === undefined) return SignatureScheme.V1;
-  if (!isSignatureScheme(x)) throw invalid([{ field: 'signature_scheme', message: 'must be "v1" or "v1a"' }]);
-  return x;
+/**
+ * Check a create once, at the boundary (API or command line); throws one 422 listing every problem.
+ * `checkUrl` applies the deployment's target policy (https only, no private addresses unless allowed).
+ * The store trusts what this returns and checks nothing again.
+ */
+export function parseNewEndpoint(input: EndpointInput, checkUrl: CheckUrl): NewEndpoint {
+  const { out, problems } = checkFields(input, false, checkUrl);
+  const scheme = input.signature_scheme === undefined ? SignatureScheme.V1 : input.signature_scheme;
+  if (!isSignatureScheme(scheme)) problems.push({ field: 'signature_scheme', message: 'must be "v1" or "v1a"' });
+  if (problems.length || !isSignatureScheme(scheme)) throw invalid(problems);
+  return { url: out.url!, events: out.events!, description: out.description ?? null, rate_limit: out.rate_limit ?? null, signature_scheme: scheme };
+}
+
+/** Check an update once, at the boundary: only the fields given; throws one 422 listing every problem. */
+export function parseEndpointPatch(input: EndpointInput, checkUrl: CheckUrl): EndpointPatch {
+  const { out, problems } = checkFields(input, true, checkUrl);
+  if (problems.length) throw invalid(problems);
+  return out;
 }
 
 export function assertActive(state: EndpointState): void {

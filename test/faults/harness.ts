@@ -6,9 +6,8 @@ import { resolve } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../../src/nats/connect.ts';
-import { generateKeys, initSodium, SecretSealer } from '../../src/crypto/sodium.ts';
-import { createEndpointStore } from '../../src/endpoints/store.ts';
-import { checkTargetUrl } from '../../src/delivery/target-policy.ts';
+import { generateKeys, initSodium } from '../../src/crypto/sodium.ts';
+import { createEndpoints } from '../../src/endpoints/index.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 
@@ -59,7 +58,7 @@ export async function subscribeEndpoints(nc: NatsConnection, masterKey: string, 
   await initSodium();
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(masterKey), checkUrl: (u) => checkTargetUrl(u, true) });
+  const { store } = createEndpoints({ js, jsm, masterKey, allowPrivateTargets: true });
   const receivers = await Promise.all(Array.from({ length: count }, () => startReceiver()));
   for (const r of receivers) await store.create(tenant, { url: r.url, events: ['user.*'] });
   return {

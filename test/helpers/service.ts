@@ -4,9 +4,8 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import { startService, type RunningService } from '../../src/service.ts';
 import { generateKeys, initSodium } from '../../src/crypto/sodium.ts';
-import { createEndpointStore, type EndpointStore } from '../../src/endpoints/store.ts';
-import { SecretSealer } from '../../src/crypto/sodium.ts';
-import { checkTargetUrl } from '../../src/delivery/target-policy.ts';
+import { createEndpoints } from '../../src/endpoints/index.ts';
+import type { EndpointStore } from '../../src/endpoints/store.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 
@@ -67,9 +66,7 @@ export async function startHarness(label: string, env: Record<string, string> = 
     if (!external) await db.drop();
     throw e;
   }
-  const storeFor = (s: RunningService) => createEndpointStore({
-    js: s.js, jsm: s.jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true),
-  });
+  const storeFor = (s: RunningService) => createEndpoints({ js: s.js, jsm: s.jsm, masterKey: keys.masterKey, allowPrivateTargets: true }).store;
   const harness: Harness = {
     nats, db, config, log, keys, service, store: storeFor(service),
     async restart(overrides) {

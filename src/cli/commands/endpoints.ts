@@ -1,12 +1,10 @@
 // `hookstream endpoints create|update|list`: endpoints from the command line, through the same endpoint
 // store (create, update) and projection (list) as the API.
-import { EndpointStatus, type EndpointState } from '../../domain/endpoint.ts';
+import { EndpointStatus, type EndpointInput, type EndpointState } from '../../domain/endpoint.ts';
 import { isEndpointId } from '../../domain/ids.ts';
-import { createEndpointStore, type EndpointInput } from '../../endpoints/store.ts';
+import { createEndpoints, type Endpoints } from '../../endpoints/index.ts';
 import { listEndpoints, type EndpointRow } from '../../endpoints/queries.ts';
 import { loadKeys } from '../../crypto/keys.ts';
-import { SecretSealer } from '../../crypto/sodium.ts';
-import { checkTargetUrl } from '../../delivery/target-policy.ts';
 import { requireString, requireTenant, table, UsageError, type Command, type OptionValues } from '../command.ts';
 import { withDatabase, withNats } from '../context.ts';
 
@@ -23,7 +21,7 @@ const view = (e: Shown) => ({
 const statusText = (e: Shown) =>
   (e.status === EndpointStatus.Disabled ? `disabled (${e.disabledReason ?? '?'} since ${e.disabledAt ?? '?'})` : e.status);
 
-/** --rate-limit: a number is checked by the store (1..10,000, one 422-like message); `none` clears it. */
+/** --rate-limit: a number is checked with the other fields (1..10,000, one 422-like message); `none` clears it. */
 function rateLimitOption(values: OptionValues): { rate_limit?: unknown } {
   const v = values['rate-limit'];
   if (v === undefined) return {};
@@ -34,12 +32,10 @@ function rateLimitOption(values: OptionValues): { rate_limit?: unknown } {
 
 const RATE_LIMIT_HELP = '  --rate-limit N      at most N deliveries per second (1-10000); `none` for no limit';
 
-async function withStore<T>(fn: (store: ReturnType<typeof createEndpointStore>) => Promise<T>): Promise<T> {
+async function withEndpoints<T>(fn: (endpoints: Endpoints) => Promise<T>): Promise<T> {
   return withNats(async ({ config, log, js, jsm }) => {
     const keys = await loadKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false });
-    return fn(createEndpointStore({
-      js, jsm, sealer: new SecretSealer(keys.masterKey!), checkUrl: (u) => checkTargetUrl(u, config.allowPrivateTargets), log,
-    }));
+    return fn(createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log }));
   });
 }
 
@@ -69,7 +65,7 @@ export const endpointsCreate: Command = {
     const input: EndpointInput = {
       url, events, description: values['description'], signature_scheme: values['signature-scheme'], ...rateLimitOption(values),
     };
-    const result = await withStore((store) => store.create(tenant, input));
+    const result = await withEndpoints((e) => e.store.create(tenant, e.parseNew(input)));
     const secret = result.signingSecret;
     out.data({ ...view(result.endpoint), ...(secret === undefined ? {} : { signing_secret: secret }) }, () => [
       `created ${result.endpoint.id} for ${tenant}`,
@@ -112,7 +108,7 @@ export const endpointsUpdate: Command = {
       ...rateLimitOption(values),
     };
     if (Object.keys(input).length === 0) throw new UsageError('nothing to change: pass --url, --events, --description or --rate-limit');
-    const result = await withStore((store) => store.update(tenant, id, input));
+    const result = await withEndpoints((e) => e.store.update(tenant, id, e.parsePatch(input)));
     const e = result.endpoint;
     out.data(view(e), () => [
       `updated ${e.id}`,
