@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { openDatabase, closeDatabase, type Database } from '../src/db/orm.ts';
 import { ApiKey, DeadLetter, EndpointRecord } from '../src/db/entities.ts';
 import { getEndpoint, listEndpoints, type EndpointRow } from '../src/endpoints/queries.ts';
-import { newIdBody } from '../src/domain/ids.ts';
+import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 import { UnreachableError, isHookstreamError, ErrorCode } from '../src/errors.ts';
 import { silentLogger } from '../src/log.ts';
 
@@ -119,25 +119,25 @@ test('queries are tenant-scoped: another tenant\'s endpoint is exactly as invisi
   const mine = record('tenant_iso_a');
   const theirs = record('tenant_iso_b');
   await em.insertMany(EndpointRecord, [mine, theirs]);
-  const row = await getEndpoint(orm.em.fork(), 'tenant_iso_a', mine.id);
+  const row = await getEndpoint(orm.em.fork(), 'tenant_iso_a' as TenantId, mine.id as EndpointId);
   const expected = {
     id: mine.id, tenant: 'tenant_iso_a', url: mine.url, events: ['user.*'], description: null, status: 'active',
     signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, disabledReason: null, disabledAt: null, createdAt: mine.createdAt.toISOString(), updatedAt: mine.updatedAt.toISOString(), version: 1,
   } as EndpointRow;
   t.deepEqual(row, expected);
-  t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a', theirs.id), undefined);
-  t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a', newId()), undefined);
-  const page = await listEndpoints(orm.em.fork(), 'tenant_iso_a', { limit: 10 });
+  t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a' as TenantId, theirs.id as EndpointId), undefined);
+  t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a' as TenantId, newId() as EndpointId), undefined);
+  const page = await listEndpoints(orm.em.fork(), 'tenant_iso_a' as TenantId, { limit: 10 });
   t.deepEqual(page.rows.map((r) => r.id), [mine.id]);
   t.false(page.hasMore);
   t.is(page.nextCursor, undefined);
   // A cursor taken from another tenant's id reveals nothing of theirs either.
-  const other = await listEndpoints(orm.em.fork(), 'tenant_iso_b', { limit: 10, cursor: 'webhook_zzzzzzzzzzzzzzzzzzzzzzzzzz' });
+  const other = await listEndpoints(orm.em.fork(), 'tenant_iso_b' as TenantId, { limit: 10, cursor: 'webhook_zzzzzzzzzzzzzzzzzzzzzzzzzz' });
   t.deepEqual(other.rows.map((r) => r.id), [theirs.id]);
 });
 
 test('pagination over 250 endpoints with concurrent inserts misses and repeats nothing, newest first', async (t) => {
-  const tenant = 'tenant_pages';
+  const tenant = 'tenant_pages' as TenantId;
   const existing: string[] = [];
   for (let i = 0; i < 250; i++) existing.push(newId());
   await orm.em.fork().insertMany(EndpointRecord, existing.map((id) => record(tenant, id)));
@@ -167,7 +167,7 @@ test('pagination over 250 endpoints with concurrent inserts misses and repeats n
 });
 
 test('list limits are clamped to at least one row', async (t) => {
-  const tenant = 'tenant_limit';
+  const tenant = 'tenant_limit' as TenantId;
   await orm.em.fork().insertMany(EndpointRecord, [record(tenant), record(tenant)]);
   const page = await listEndpoints(orm.em.fork(), tenant, { limit: 0 });
   t.is(page.rows.length, 1);

@@ -1,7 +1,7 @@
 // Parsing admin request bodies into typed queries: strict (unknown fields and wrong types are errors
 // that name the field, so a typo never widens a replay), defaults filled, limits clamped.
-import { isEventName } from '../domain/catalogue.ts';
-import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE } from '../domain/ids.ts';
+import { isEventName, type EventName } from '../domain/catalogue.ts';
+import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
 import { ErrorCode, HookstreamError } from '../errors.ts';
 import type { DeadLetterStatus } from '../db/entities.ts';
 
@@ -11,10 +11,11 @@ export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
 export const DEFAULT_REPLAY_BATCH = 100;
 
+// Ids are checked here once and carried branded, so nothing after the parse casts them again.
 export interface DeadLetterFilter {
-  tenant?: string;
-  endpoint?: string;
-  event?: string;
+  tenant?: TenantId;
+  endpoint?: EndpointId;
+  event?: EventName;
   since?: Date;
   until?: Date;
   status?: DeadLetterStatus;
@@ -146,11 +147,12 @@ export function parseReplayRequest(body: Body): { id: string; force: boolean } {
   return { id, force: force === true };
 }
 
-export function parseDeliveryRequest(body: Body): { webhookId: string; endpoint: string } {
+export function parseDeliveryRequest(body: Body): { webhookId: MessageId; endpoint: EndpointId } {
   onlyFields(body, ['webhook_id', 'endpoint']);
+  // Both present before either format: a request missing one is told that first.
   const webhookId = requiredString(body, 'webhook_id');
-  if (!isMessageId(webhookId)) throw badRequest(`webhook_id must be a message id (msg_…), got ${JSON.stringify(webhookId)}`);
   const endpoint = requiredString(body, 'endpoint');
+  if (!isMessageId(webhookId)) throw badRequest(`webhook_id must be a message id (msg_…), got ${JSON.stringify(webhookId)}`);
   if (!isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
   return { webhookId, endpoint };
 }
@@ -167,7 +169,7 @@ function decodeRejectedCursor(text: string): number {
 }
 
 export interface RejectedQuery {
-  tenant?: string;
+  tenant?: TenantId;
   limit: number;
   /** Only records below this REJECTED sequence (from the cursor). */
   before?: number;

@@ -1,7 +1,7 @@
 // What a producer's event must look like before it is delivered (DESIGN.md, "Contract"). Pure: the
 // router calls it on every event, before anything else touches the body.
 import { isEventName, type EventName } from './catalogue.ts';
-import { isTenantId, TENANT_ID_RULE } from './ids.ts';
+import { isTenantId, TENANT_ID_RULE, type TenantId } from './ids.ts';
 
 export type EventData = Record<string, unknown>;
 
@@ -36,7 +36,7 @@ export const MAX_EVENT_DEPTH = 64;
 export const DEFAULT_EVENT_LIMITS: EventLimits = { maxBytes: DEFAULT_MAX_EVENT_BYTES, maxDepth: MAX_EVENT_DEPTH };
 
 export type ParsedEvent =
-  | { ok: true; tenant: string; type: EventName; data: EventData }
+  | { ok: true; tenant: TenantId; type: EventName; data: EventData }
   | { ok: false; reason: RejectionReason; detail: string };
 
 const USER_ID = /^user_[A-Za-z0-9_-]+$/;

@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 
 type Brand<T, B extends string> = T & { readonly __brand: B };
 export type EndpointId = Brand<string, 'EndpointId'>;
-export type MessageId = Brand<string, 'MessageId'>;
 export type TenantId = Brand<string, 'TenantId'>;
 
 // Base32 (Crockford alphabet, lower case): URL-safe, no ambiguous letters, valid in NATS subject tokens.
@@ -25,15 +24,15 @@ export function newIdBody(now = Date.now()): string {
 }
 
 const ENDPOINT_ID = /^webhook_[0-9a-z]{1,64}$/;
-const MESSAGE_ID = /^msg_[0-9A-Za-z_-]{1,64}$/;
 // Tenant ids become one NATS subject token, so no dots, wildcards or white space.
 const TENANT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export const newEndpointId = (): EndpointId => `webhook_${newIdBody()}` as EndpointId;
-export const newMessageId = (): MessageId => `msg_${newIdBody()}` as MessageId;
 
 export const isEndpointId = (s: unknown): s is EndpointId => typeof s === 'string' && ENDPOINT_ID.test(s);
-export const isMessageId = (s: unknown): s is MessageId => typeof s === 'string' && MESSAGE_ID.test(s);
 export const isTenantId = (s: unknown): s is TenantId => typeof s === 'string' && TENANT_ID.test(s);
+
+// Webhook ids are made and read in one place; their format and check live there.
+export { isMessageId, type MessageId } from './webhook-id.ts';
 
 export const TENANT_ID_RULE = '1-64 characters of A-Z, a-z, 0-9, _ or -';

@@ -4,7 +4,9 @@
 // without the key an id tells nothing (the sequence is global, so plain ids let any tenant count every
 // tenant's events). The key is derived from the master key; this module only takes the bytes.
 import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
-import type { MessageId } from './ids.ts';
+
+/** A webhook-id (`msg_…`) of either format below, parsed once at the boundary. */
+export type MessageId = string & { readonly __brand: 'MessageId' };
 
 export interface WebhookIdParts {
   /** EVENTS stream sequence. */
@@ -34,6 +36,9 @@ const DIGIT = new Map([...ALPHABET].map((c, i) => [c, i]));
 const CURRENT = /^msg_[0-7][0-9a-hjkmnp-tv-z]{25}$/;
 /** Before opaque ids: 9 base-36 digits of milliseconds then 8 of sequence. Old dead letters and attempt records carry them. */
 const LEGACY = /^msg_([0-9a-z]{9})([0-9a-z]{8})$/;
+
+/** Exactly the ids encode() makes and decode() reads the format of (current or legacy). */
+export const isMessageId = (s: unknown): s is MessageId => typeof s === 'string' && (CURRENT.test(s) || LEGACY.test(s));
 
 // 2^48 ms is the year 10889: a decrypted block above it (or a sequence of 0 or above 2^53) was not made
 // under this key. Random blocks pass both with probability 2^-27; the admin role then also compares the

@@ -3,6 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { EndpointRecord } from '../db/entities.ts';
 import { recordToRow, type EndpointRow } from '../db/endpoint-rows.ts';
+import type { EndpointId, TenantId } from '../domain/ids.ts';
 
 export type { EndpointRow } from '../db/endpoint-rows.ts';
 
@@ -14,7 +15,7 @@ export interface EndpointPage {
   nextCursor: string | undefined;
 }
 
-export async function getEndpoint(em: EntityManager, tenant: string, id: string): Promise<EndpointRow | undefined> {
+export async function getEndpoint(em: EntityManager, tenant: TenantId, id: EndpointId): Promise<EndpointRow | undefined> {
   const record = await em.findOne(EndpointRecord, { id, tenant }, { disableIdentityMap: true });
   return record ? recordToRow(record) : undefined;
 }
@@ -25,7 +26,7 @@ export async function getEndpoint(em: EntityManager, tenant: string, id: string)
  */
 export async function listEndpoints(
   em: EntityManager,
-  tenant: string,
+  tenant: TenantId,
   opts: { limit: number; cursor?: string | undefined },
 ): Promise<EndpointPage> {
   const limit = Math.max(1, Math.floor(opts.limit));

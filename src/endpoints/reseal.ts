@@ -118,7 +118,7 @@ export async function resealEndpointSecrets(deps: {
           break;
         }
         // A command landed in between (a rotation, an update): decide again on the endpoint as it is now.
-        state = await readEndpoint(deps.js, deps.jsm, state.id as EndpointId, { log: deps.log });
+        state = await readEndpoint(deps.js, deps.jsm, state.id, { log: deps.log });
         if (!state) {
           result.failed.push({ id: first.id, reason: 'the endpoint is no longer in the stream' });
           break;
