@@ -1,0 +1,210 @@
+// One delivery attempt and the fate of its message, decided in one place: prepare (is the endpoint still
+// taking deliveries, is the message well-formed), send the signed POST, then ack (2xx), retry (left unacked
+// for the consumer's backoff, or nak'd later for Retry-After or a rate limit) or give up (the last allowed
+// attempt: a plain nak, so the server raises the max-deliveries advisory at once and a dead letter follows).
+import type { JsMsg } from '@nats-io/jetstream';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
+import type { EndpointId } from '../domain/ids.ts';
+import { signingKeyFor, type SigningKey } from '../domain/signature.ts';
+import type { EndpointDirectory } from '../endpoints/directory.ts';
+import { describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import type { ConcurrencyLimit } from './concurrency.ts';
+import type { EndpointHealthHook } from './endpoint-health.ts';
+import type { AttemptOutcome } from './http-sender.ts';
+import { holdSlot, RATE_LIMIT_HOLD_MS, type InFlight } from './in-flight.ts';
+import { planNextAttempt } from './next-attempt.ts';
+import { honoursRetryAfter, parseRetryAfter } from './retry-after.ts';
+import { deliveryHeaders } from './sign-request.ts';
+
+export interface Sender {
+  send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
+}
+
+export interface SecretOpener {
+  /** Throws when the value was sealed for another endpoint (issue 8). */
+  open(sealed: string, endpointId: EndpointId): string;
+}
+
+/** What an attempt needs of its endpoint's lane: whose it is and the concurrency it adjusts. */
+export interface AttemptLane {
+  id: EndpointId;
+  limit: ConcurrencyLimit;
+}
+
+export interface Attempts {
+  /**
+   * Attempt `tracked` once and settle its message. `release` gives the lane's slot back as soon as the
+   * HTTP answer is in (before any rate-limit hold).
+   */
+  attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void>;
+  /** Send the acks still batched (at shutdown). */
+  flushAcks(): void;
+}
+
+/**
+ * A delivery routed from a view of the endpoint older than its latest restore, hence from before the
+ * delete that preceded it (the router only routes to active endpoints). Sequences of the one ENDPOINTS
+ * stream, so no clock is compared. A replay is an operator's decision taken after the restore: delivered.
+ * A message without the header (routed by an older version) is delivered as before.
+ */
+export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m: Pick<JsMsg, 'headers'>): boolean {
+  if (state.activeSince === undefined || !m.headers || m.headers.has(DeliveryHeader.Replay)) return false;
+  const routed = Number(m.headers.get(DeliveryHeader.EndpointVersion));
+  return Number.isSafeInteger(routed) && routed > 0 && routed < state.activeSince;
+}
+
+type Prepared =
+  | { fate: 'hold' }
+  | { fate: 'ack' }
+  | { fate: 'term' }
+  | { fate: 'send'; state: EndpointState; webhookId: string; event: string };
+
+export function createAttempts(deps: {
+  directory: EndpointDirectory;
+  sender: Sender;
+  secrets: SecretOpener;
+  /** Failed-attempt records go through it rather than js.publish (src/nats/acked-publisher.ts). */
+  publisher: AckedPublisher;
+  /** Issue 10: told every attempt's outcome (410 and long failure disable the endpoint). */
+  health: EndpointHealthHook | undefined;
+  /** The messages the sweep keeps alive: a failed attempt leaves it, a final one held for its rate limit rejoins. */
+  inFlight: Set<InFlight>;
+  retrySchedule: number[];
+  log: Logger;
+  metrics: ServiceMetrics;
+}): Attempts {
+  const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
+  const maxDeliver = retrySchedule.length + 1;
+
+  // Opening a sealed secret costs a libsodium call; endpoints keep theirs for the life of the process.
+  // Keyed by endpoint and sealed value: a value copied to another endpoint must meet open()'s binding
+  // check there, not a cache hit.
+  const keyCache = new Map<string, SigningKey>();
+  const keysFor = (state: EndpointState, now: number) =>
+    liveSecrets(state, now).map((s) => {
+      const cacheKey = `${state.id} ${s.sealed}`;
+      let key = keyCache.get(cacheKey);
+      if (!key) keyCache.set(cacheKey, (key = signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id))));
+      return key;
+    });
+
+  // Acks of one event-loop turn go out together: nats.js writes its outbound buffer to the socket once per
+  // microtask checkpoint, and every HTTP answer completes in an I/O callback of its own, so acking at once
+  // cost one socket write per delivery (issue 5). setImmediate runs after the turn's I/O callbacks.
+  let acks: JsMsg[] = [];
+  const flushAcks = () => {
+    const batch = acks;
+    acks = [];
+    for (const m of batch) m.ack();
+  };
+  const ackSoon = (m: JsMsg) => {
+    if (acks.push(m) === 1) setImmediate(flushAcks);
+  };
+
+  async function recordFailure(record: AttemptRecord): Promise<void> {
+    try {
+      await deps.publisher.publish(attemptSubject(record.endpoint, record.webhook_id), JSON.stringify(record));
+    } catch (e) {
+      log.warn('could not record attempt', { endpoint: record.endpoint, webhook_id: record.webhook_id, reason: describe(e) });
+    }
+  }
+
+  /** Before sending: whether the endpoint still takes this message, and what to send. */
+  function prepare(endpointId: EndpointId, m: JsMsg): Prepared {
+    const state = directory.get(endpointId);
+    // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
+    // again after a restore.
+    if (state?.status === EndpointStatus.Disabled || deps.health?.holds(endpointId)) return { fate: 'hold' };
+    // A deleted endpoint gets nothing more.
+    if (!state || state.status !== EndpointStatus.Active) return { fate: 'ack' };
+    if (routedBeforeRestore(state, m)) {
+      // The router routed it before it learned of a delete, and it was stored after the delete's purge.
+      log.info('delivery routed before the endpoint was deleted; dropped', {
+        endpoint: endpointId, webhook_id: m.headers?.get(DeliveryHeader.WebhookId), seq: m.seq,
+      });
+      return { fate: 'ack' };
+    }
+    const webhookId = m.headers?.get(DeliveryHeader.WebhookId);
+    const event = m.headers?.get(DeliveryHeader.Event);
+    if (!webhookId || !event) {
+      log.error('delivery message without webhook-id or event header; dropped', { endpoint: endpointId, seq: m.seq });
+      return { fate: 'term' };
+    }
+    return { fate: 'send', state, webhookId, event };
+  }
+
+  async function attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> {
+    const endpointId = lane.id;
+    const m = tracked.msg;
+    const prepared = prepare(endpointId, m);
+    if (prepared.fate === 'hold') return;
+    if (prepared.fate === 'ack') return void m.ack();
+    if (prepared.fate === 'term') return void m.term();
+    const { state, webhookId, event } = prepared;
+
+    const n = m.info.deliveryCount;
+    const started = Date.now();
+    const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, started), body, now: started });
+    // The one rate-limit check of the hot path: endpoints without a limit pay this null test and nothing else.
+    const limited = state.rateLimit !== null;
+    metrics.attempts.inc({ event });
+    const outcome = await sender.send({ url: state.url, headers, body });
+    const ended = Date.now();
+    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: ended, webhookId, event });
+    // The limit learns from the answer before the freed slot goes to a waiting message.
+    if (outcome.ok) lane.limit.succeeded();
+    else if (outcome.status === 429) lane.limit.throttled(started, ended);
+    release();
+    metrics.attemptSeconds.observe(outcome.durationMs / 1000);
+
+    if (outcome.ok) {
+      if (limited) await holdSlot(ended);
+      ackSoon(m);
+      metrics.acknowledged.inc({ event });
+      return;
+    }
+    inFlight.delete(tracked);
+    metrics.failed.inc({ event, kind: outcome.kind });
+    const retryAfterMs = honoursRetryAfter(outcome.status) ? parseRetryAfter(outcome.retryAfter, ended) : undefined;
+    const last = n >= maxDeliver;
+    // Not the last attempt: the schedule's next step, or later when Retry-After or the rate limit's slot
+    // hold asks for it; still one delivery of max_deliver, so it counts as one attempt.
+    const plan = last ? undefined : planNextAttempt({
+      now: ended, touched: tracked.touched, step: tracked.wait, firstStep: retrySchedule[0]!,
+      retryAfterMs, floorMs: limited ? RATE_LIMIT_HOLD_MS : undefined,
+    });
+    if (plan?.action === 'working') m.working();
+    else if (plan?.action === 'nak') m.nak(plan.delayMs);
+    log.info('delivery attempt failed', {
+      endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
+      status: outcome.status, reason: outcome.error, final: last,
+    });
+    await recordFailure({
+      v: 1, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: new Date(started).toISOString(),
+      duration_ms: outcome.durationMs, status: outcome.status, error: outcome.error,
+      next_attempt_at: plan ? new Date(plan.at).toISOString() : null,
+      ...(retryAfterMs !== undefined ? { retry_after_ms: retryAfterMs } : {}),
+      ...(plan && plan.by !== 'schedule' ? { next_attempt_by: plan.by } : {}),
+    });
+    if (last) {
+      metrics.dead.inc({ event });
+      // The nak frees the consumer slot at once: a rate-limited endpoint keeps it its second first.
+      if (limited) {
+        m.working();
+        tracked.touched = Date.now();
+        inFlight.add(tracked);
+        await holdSlot(ended);
+      }
+      m.nak(); // past max_deliver: the server raises the max-deliveries advisory now, not after another wait
+    }
+    // Otherwise left unacked (or nak'd with a delay) on purpose: the consumer's backoff brings the next attempt.
+  }
+
+  return { attempt, flushAcks };
+}
