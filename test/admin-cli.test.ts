@@ -3,15 +3,16 @@
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
 import type { DeadLetterOut, DeliveryShowOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
 const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
 
-let h: Harness;
+let h: TestService;
 let r: Receiver;
 let healthy = false;
 let endpointId = '';
@@ -29,11 +30,11 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
 }
 
 test.before(async () => {
-  h = await startHarness('admin_cli', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
-  r = await startReceiver(() => (healthy ? 200 : 500));
+  h = await startTestService('admin_cli', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  r = await h.receiver(() => (healthy ? 200 : 500));
   const { endpoint } = await h.store.create('tenant_cli' as TenantId, { url: r.url, events: ['user.*'] });
   endpointId = endpoint.id;
-  for (let i = 0; i < 3; i++) await h.service.js.publish('events.tenant_cli.user.created', JSON.stringify({ userId: `user_${i}` }));
+  for (let i = 0; i < 3; i++) await h.publish('tenant_cli', 'user.created', { userId: `user_${i}` });
   letters = await eventually(async () => {
     const run = await cli(['dead-letters', 'list', '--json']);
     const page = JSON.parse(run.stdout) as { data: DeadLetterOut[] };
@@ -41,10 +42,7 @@ test.before(async () => {
   }, 30_000, 'three dead letters');
 });
 
-test.after.always(async () => {
-  await r?.close();
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 test.serial('list prints a table; --json a document; --limit pages with a cursor hint', async (t) => {
   const run = await cli(['dead-letters', 'list', '--endpoint', endpointId]);

@@ -5,35 +5,26 @@
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
 import { createAdminClient, type AdminClient } from '../src/admin/client.ts';
 import type { RejectedEventOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
 import { ensureRejectedStream, REJECTED_STREAM } from '../streams/rejected.ts';
 
-let h: Harness;
+let h: TestService;
 let admin: AdminClient;
 const logs: string[] = [];
-const receivers: Receiver[] = [];
-const receiver = async () => {
-  const r = await startReceiver();
-  receivers.push(r);
-  return r;
-};
 
 test.before(async () => {
   // warn: the rejections' log lines are checked.
-  h = await startHarness('poison', { HOOKSTREAM_LOG_LEVEL: 'warn' }, { logWrite: (line) => logs.push(line) });
+  h = await startTestService('poison', { HOOKSTREAM_LOG_LEVEL: 'warn' }, { logWrite: (line) => logs.push(line) });
   admin = createAdminClient(h.service.nc, { timeoutMs: 10_000 });
 });
-test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
-const publish = (tenant: string, type: string, body: string | Uint8Array) => h.service.js.publish(`events.${tenant}.${type}`, body);
+const publish = (tenant: string, type: string, body: string | Uint8Array) => h.publishRaw(tenant, type, body);
 const rejectedCount = (reason: string) => h.service.metrics.eventsRejected.get({ reason });
 
 /** The router's consumer holds nothing: every event read has its verdict. */
@@ -53,7 +44,7 @@ async function rejectedFor(tenant: string): Promise<RejectedEventOut[]> {
 async function poison(t: { is: (a: unknown, b: unknown, m?: string) => void; true: (v: boolean, m?: string) => void }, opts: {
   tenant: string; type: string; body: string | Uint8Array; reason: string;
 }): Promise<RejectedEventOut> {
-  const r = await receiver();
+  const r = await h.receiver();
   await h.store.create(opts.tenant as TenantId, { url: r.url, events: ['*'] });
   const before = rejectedCount(opts.reason);
   const ack = await publish(opts.tenant, opts.type, opts.body);
@@ -108,7 +99,7 @@ test.serial('not a JSON object, not JSON at all, unknown event name', async (t) 
 
 test.serial('at the default limit: an event over 256 KiB never enters EVENTS; one just under it is delivered', async (t) => {
   t.is(h.config.maxEventBytes, 262_144);
-  const r = await receiver();
+  const r = await h.receiver();
   const tenant = 'tenant_big';
   await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'] });
   const over = JSON.stringify({ userId: 'user_1', pad: 'x'.repeat(300_000) });
@@ -132,7 +123,7 @@ test.serial('an exception while routing an event rejects it as route_failed; oth
   };
   try {
     const before = rejectedCount('route_failed');
-    const r = await receiver();
+    const r = await h.receiver();
     await h.store.create('tenant_calm' as TenantId, { url: r.url, events: ['*'] });
     await publish('tenant_boom', 'user.updated', '{"a":1}');
     await publish('tenant_calm', 'user.updated', '{"a":2}');

@@ -1,20 +1,18 @@
 // Restarts lose and double nothing: the service mid-stream, and the NATS server itself.
 import test from 'ava';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
+let h: TestService;
 let r: Receiver;
 
 test.before(async () => {
-  h = await startHarness('restart', { HOOKSTREAM_RETRY_SCHEDULE: '500ms,1s,2s,4s,8s' });
-  r = await startReceiver();
+  h = await startTestService('restart', { HOOKSTREAM_RETRY_SCHEDULE: '500ms,1s,2s,4s,8s' });
+  r = await h.receiver();
 });
-test.after.always(async () => {
-  await r?.close();
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 const uniqueIds = (from: number) => new Set(r.received.slice(from).map((g) => String(g.headers['webhook-id'])));
 
@@ -25,7 +23,7 @@ test.serial('a service restart in the middle of a burst loses and doubles nothin
   const from = r.received.length;
   const publishes: Promise<unknown>[] = [];
   for (let i = 0; i < total; i++) {
-    publishes.push(h.service.js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${i}` })));
+    publishes.push(h.publish(tenant, 'user.updated', { userId: `user_${i}` }));
     if (i === 100) {
       await Promise.all(publishes);
       // Router, delivery and projector stop mid-stream and start again on the same streams.
@@ -44,14 +42,14 @@ test.serial('a NATS server restart loses nothing: the service reconnects and goe
   const tenant = 'tenant_nats_restart' as TenantId;
   await h.store.create(tenant, { url: r.url, events: ['organization.*'] });
   const from = r.received.length;
-  for (let i = 0; i < 50; i++) await h.service.js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ n: i }));
+  for (let i = 0; i < 50; i++) await h.publish(tenant, 'organization.updated', { n: i });
   await h.nats.stop();
   await h.nats.start();
   // Publishing works again once the client has reconnected.
   for (let i = 50; i < 100; i++) {
     await eventually(async () => {
       try {
-        await h.service.js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ n: i }));
+        await h.publish(tenant, 'organization.updated', { n: i });
         return true;
       } catch {
         return undefined;

@@ -5,23 +5,21 @@
 import test from 'ava';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import { DeliveryHeader, deliveryAddress } from '../streams/deliveries.ts';
 import { routedBeforeRestore } from '../src/delivery/worker.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
-let h: Harness;
+let h: TestService;
 let r: Receiver;
 
 test.before(async () => {
-  h = await startHarness('restore-race');
-  r = await startReceiver(() => 204);
+  h = await startTestService('restore-race');
+  r = await h.receiver(() => 204);
 });
-test.after.always(async () => {
-  await r?.close();
-  await h?.close();
-});
+test.after.always(() => h?.closeAll());
 
 async function queued(endpoint: EndpointId): Promise<number> {
   const address = deliveryAddress(endpoint, h.config.deliveryShards);
@@ -45,7 +43,7 @@ test('a delivery routed before a delete and stored after its purge is not delive
   const tenant = 'tenant_race' as TenantId;
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
   const routedVersion = endpoint.version; // the router's view before the delete
-  await h.service.js.publish(`events.${tenant}.user.created`, JSON.stringify({ userId: 'user_before' }));
+  await h.publish(tenant, 'user.created', { userId: 'user_before' });
   await r.waitFor(1);
 
   await h.store.delete(tenant, endpoint.id);
@@ -65,7 +63,7 @@ test('a delivery routed before a delete and stored after its purge is not delive
 
   await h.store.restore(tenant, endpoint.id);
   await eventually(async () => (await consumerGone(endpoint.id)) ? undefined : true, 10_000, 'the delivery role resumes the endpoint');
-  await h.service.js.publish(`events.${tenant}.user.deleted`, JSON.stringify({ userId: 'user_after' }));
+  await h.publish(tenant, 'user.deleted', { userId: 'user_after' });
   await r.waitFor(2);
   await eventually(async () => (await queued(endpoint.id)) === 0 || undefined, 10_000, 'the late delivery is consumed');
   await new Promise((res) => setTimeout(res, 300));
