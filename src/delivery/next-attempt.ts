@@ -1,5 +1,5 @@
 // When the next attempt of a failed delivery happens, and how to make nats-server 2.9.10 keep to it.
-// Pure arithmetic, measured on the real server (../shared/notes/jetstream-2.9.md, re-checked for issue 10):
+// Pure arithmetic, measured on the real server (nats-server 2.9.10, re-checked for issue 10):
 //   - left unacked, the message comes back `step` after it was delivered or last marked working();
 //   - working() restarts that wait: `step` from now;
 //   - nak(d) on a consumer with backoff waits d + step - backoff[0] (the two add up).

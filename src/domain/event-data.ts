@@ -1,4 +1,4 @@
-// What a producer's event must look like before it is delivered (DESIGN.md, "Contract"). Pure: the
+// What a producer's event must look like before it is delivered (the producers' contract). Pure: the
 // router calls it on every event, before anything else touches the body.
 import { isEventName, type EventName } from './catalogue.ts';
 import { isTenantId, TENANT_ID_RULE, type TenantId } from './ids.ts';
