@@ -13,12 +13,13 @@ import { NATS_CONF, useNatsConfPasswords } from './helpers/nats-conf.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { eventually } from './helpers/service.ts';
+import { operatorClient } from './helpers/fixture.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
 let PASSWORDS: { publisher: string; service: string; operator: string };
@@ -50,10 +51,7 @@ test.before(async () => {
   await initSodium();
   // nats-server reads the passwords nats.conf names from its environment.
   const all = useNatsConfPasswords();
-  PASSWORDS = {
-    publisher: all['HOOKSTREAM_NATS_PUBLISHER_PASSWORD']!, service: all['HOOKSTREAM_NATS_SERVICE_PASSWORD']!,
-    operator: all['HOOKSTREAM_NATS_OPERATOR_PASSWORD']!,
-  };
+  PASSWORDS = { publisher: all.user('publisher'), service: all.user('service'), operator: all.user('operator') };
   nats = await startNatsServer({ config: NATS_CONF });
   db = await createTestDatabase('permissions');
   const keys = generateKeys();
@@ -66,8 +64,7 @@ test.before(async () => {
   });
   service = await startService(config, createLogger({ level: config.logLevel }));
   publisher = await connect({ servers: nats.url, user: 'publisher', pass: PASSWORDS.publisher });
-  operatorNc = await connectAsOperator({ url: nats.url, user: 'operator', password: PASSWORDS.operator });
-  admin = createAdminClient(operatorNc, { timeoutMs: 20_000 });
+  ({ nc: operatorNc, admin } = await operatorClient(nats.url, { user: 'operator', password: PASSWORDS.operator, timeoutMs: 20_000 }));
   r = await startReceiver(() => (healthy ? 200 : 500));
 });
 

@@ -8,25 +8,25 @@
 // lands (proving the ack or answer was sent, into the attacker's own account), and an `insider` in
 // HOOKSTREAM allowed to send admin requests (the admin role's own reply check).
 import test from 'ava';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { PermissionViolationError, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
+import { NATS_CONF, useNatsConfPasswords, type NatsPasswords } from './helpers/nats-conf.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { eventually } from './helpers/service.ts';
+import { operatorClient } from './helpers/fixture.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
 import type { EndpointStore } from '../src/endpoints/store.ts';
-import { connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
+import type { AdminClient } from '../src/admin/client.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
@@ -36,16 +36,12 @@ const VICTIM = 'tenant_victim' as TenantId;
 const ATTACKER = 'tenant_attacker' as TenantId;
 const DL_TENANT = 'tenant_dl' as TenantId;
 
-const password = () => `p${randomBytes(12).toString('hex')}`;
-const PASSWORDS = {
-  HOOKSTREAM_NATS_PUBLISHER_PASSWORD: password(), HOOKSTREAM_NATS_SERVICE_PASSWORD: password(),
-  HOOKSTREAM_NATS_OPERATOR_PASSWORD: password(), HOOKSTREAM_NATS_AUTH_EU_PASSWORD: password(),
-  SPY_PASSWORD: password(), INSIDER_PASSWORD: password(), HOOKSTREAM_NATS_OPS_READER_PASSWORD: password(),
-};
+/** nats.conf's passwords and those of the users this test adds (set in test.before). */
+let passwords: NatsPasswords;
 
 /** nats.conf with the test's users added; fails when the lines it hooks onto have changed. */
 function testConfig(): string {
-  const original = readFileSync(fileURLToPath(new URL('../nats.conf', import.meta.url)), 'utf8');
+  const original = readFileSync(NATS_CONF, 'utf8');
   const edits: [string, (line: string) => string][] = [
     ['# { user: auth_eu,', (l) => l.replace('# { user: auth_eu,', '{ user: auth_eu,')],
     ['{ user: publisher,', (l) => `${l}\n      { user: spy_producers, password: $SPY_PASSWORD, permissions: { publish: { deny: [">"] }, subscribe: { allow: [">"] } } }`],
@@ -122,7 +118,7 @@ const isViolation = (e: unknown) =>
 
 test.before(async () => {
   await initSodium();
-  Object.assign(process.env, PASSWORDS); // nats-server reads the passwords from its environment
+  passwords = useNatsConfPasswords(['SPY_PASSWORD', 'INSIDER_PASSWORD']); // nats-server reads them from its environment
   dir = mkdtempSync(join(tmpdir(), 'hookstream-accounts-'));
   const conf = join(dir, 'nats.conf');
   writeFileSync(conf, testConfig());
@@ -130,28 +126,27 @@ test.before(async () => {
   db = await createTestDatabase('security_accounts');
   const keys = generateKeys();
   const config = loadConfig({
-    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.HOOKSTREAM_NATS_SERVICE_PASSWORD, DATABASE_URL: db.url,
+    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: passwords.user('service'), DATABASE_URL: db.url,
     PORT: '0', OPS_PORT: '0', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: String(SHARDS),
     HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_MASTER_KEY: keys.masterKey,
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
   });
   service = await startService(config, createLogger({ level: 'warn', write: (l) => logLines.push(l) }));
   store = createEndpoints({ js: service.js, jsm: service.jsm, masterKey: keys.masterKey, allowPrivateTargets: true }).store;
-  publisher = await asUser('publisher', PASSWORDS.HOOKSTREAM_NATS_PUBLISHER_PASSWORD);
-  authEu = await asUser('auth_eu', PASSWORDS.HOOKSTREAM_NATS_AUTH_EU_PASSWORD);
-  spyProducers = await asUser('spy_producers', PASSWORDS.SPY_PASSWORD);
-  spyOperators = await asUser('spy_operators', PASSWORDS.SPY_PASSWORD);
+  publisher = await asUser('publisher', passwords.user('publisher'));
+  authEu = await asUser('auth_eu', passwords.user('auth_eu'));
+  spyProducers = await asUser('spy_producers', passwords.variable('SPY_PASSWORD'));
+  spyOperators = await asUser('spy_operators', passwords.variable('SPY_PASSWORD'));
   spyOn(spyProducers, 'PRODUCERS');
   spyOn(spyOperators, 'OPERATORS');
   await spyProducers.flush();
   await spyOperators.flush();
-  insider = await asUser('insider', PASSWORDS.INSIDER_PASSWORD);
+  insider = await asUser('insider', passwords.variable('INSIDER_PASSWORD'));
   // Subscribed before the dead letter below, whose `message.attempt.exhausted` it must receive.
-  opsReader = await asUser('ops_reader', PASSWORDS.HOOKSTREAM_NATS_OPS_READER_PASSWORD);
+  opsReader = await asUser('ops_reader', passwords.user('ops_reader'));
   opsReader.subscribe('ops.>', { callback: (_e, m: Msg) => { opsSeen.push({ subject: m.subject, body: m.string() }); } });
   await opsReader.flush();
-  operatorNc = await connectAsOperator({ url: nats.url, user: 'operator', password: PASSWORDS.HOOKSTREAM_NATS_OPERATOR_PASSWORD });
-  admin = createAdminClient(operatorNc, { timeoutMs: 20_000 });
+  ({ nc: operatorNc, admin } = await operatorClient(nats.url, { user: 'operator', password: passwords.user('operator'), timeoutMs: 20_000 }));
   victimReceiver = await startReceiver(() => 200);
   dlReceiver = await startReceiver(() => 500);
 
@@ -179,7 +174,7 @@ test.after.always(async () => {
 });
 
 test.serial('the added users change nothing else in nats.conf', (t) => {
-  const original = readFileSync(fileURLToPath(new URL('../nats.conf', import.meta.url)), 'utf8').split('\n');
+  const original = readFileSync(NATS_CONF, 'utf8').split('\n');
   const derived = testConfig().split('\n');
   const kept = original.filter((l) => derived.includes(l));
   const changed = original.filter((l) => !kept.includes(l));

@@ -4,19 +4,21 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { connect as tcpConnect } from 'node:net';
 import { freePort } from './nats-server.ts';
+import { NATS_CONF, natsConfPasswords } from './nats-conf.ts';
 
 const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
-const PROJECT_CONF = resolve(import.meta.dirname, '../../nats.conf');
 
-/** Passwords nats.conf reads from the server's environment; the users below log in with them. */
+/** Fresh passwords for every variable nats.conf names, given to the nodes' environment. */
+const passwords = natsConfPasswords();
+/** The passwords of nats.conf's users, to log in to the cluster with. */
 export const CLUSTER_PASSWORDS = {
-  service: 'pservice1',
-  publisher: 'ppublisher1',
-  operator: 'poperator1',
-  opsReader: 'popsreader1',
+  service: passwords.user('service'),
+  publisher: passwords.user('publisher'),
+  operator: passwords.user('operator'),
+  opsReader: passwords.user('ops_reader'),
 } as const;
 
 export interface ClusterNode {
@@ -64,16 +66,10 @@ export async function startNatsCluster(opts: { size?: number; name?: string } = 
   const size = opts.size ?? 3;
   const dir = mkdtempSync(join(tmpdir(), 'hookstream-cluster-'));
   // nats-server joins an include's path to the including file's directory: the copy sits beside the configs.
-  copyFileSync(PROJECT_CONF, join(dir, 'nats.conf'));
+  copyFileSync(NATS_CONF, join(dir, 'nats.conf'));
   const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort(), http: await freePort() })));
   const routes = ports.map((p) => `"nats-route://127.0.0.1:${p.route}"`).join(', ');
-  const env = {
-    ...process.env,
-    HOOKSTREAM_NATS_SERVICE_PASSWORD: CLUSTER_PASSWORDS.service,
-    HOOKSTREAM_NATS_PUBLISHER_PASSWORD: CLUSTER_PASSWORDS.publisher,
-    HOOKSTREAM_NATS_OPERATOR_PASSWORD: CLUSTER_PASSWORDS.operator,
-    HOOKSTREAM_NATS_OPS_READER_PASSWORD: CLUSTER_PASSWORDS.opsReader,
-  };
+  const env = { ...process.env, ...passwords.env };
   const nodes: ClusterNode[] = ports.map((p, i) => {
     const name = `n${i + 1}`;
     const storeDir = join(dir, name);
