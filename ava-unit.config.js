@@ -1,0 +1,20 @@
+// `npm run test:unit`: the tests that need no server (no nats-server, no Postgres, no HTTP listener):
+// domain, codecs, parsers, configuration and pure functions. Seconds, not minutes; `npm test` runs them
+// too, with everything else. A test file that starts a server belongs in `npm test` only, not here.
+export default {
+  extensions: ['ts'],
+  files: [
+    'test/api-openapi.test.ts',
+    'test/catalogue.test.ts',
+    'test/config.test.ts',
+    'test/crypto.test.ts',
+    'test/event-data.test.ts',
+    'test/retry-after.test.ts',
+    'test/router-verdict.test.ts',
+    'test/signature.test.ts',
+    'test/target-policy.test.ts',
+    'test/webhook-id.test.ts',
+  ],
+  timeout: '60s',
+  workerThreads: false,
+};
