@@ -5,8 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect as tcpConnect } from 'node:net';
-import { freePort } from './nats-server.ts';
+import { freePort, waitForPort } from './nats-server.ts';
 import { NATS_CONF, natsConfPasswords } from './nats-conf.ts';
 
 const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
@@ -46,20 +45,6 @@ export interface NatsCluster {
   /** Wait until every running node reports the same meta leader. */
   waitForMetaLeader(timeoutMs?: number): Promise<string>;
   dispose(): Promise<void>;
-}
-
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((res) => {
-      const s = tcpConnect(port, '127.0.0.1');
-      s.once('connect', () => { s.destroy(); res(true); });
-      s.once('error', () => res(false));
-    });
-    if (ok) return;
-    if (Date.now() > until) throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 export async function startNatsCluster(opts: { size?: number; name?: string } = {}): Promise<NatsCluster> {

@@ -19,7 +19,8 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+/** Resolves once something accepts TCP connections on 127.0.0.1:`port`; fails after `timeoutMs`. */
+export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const ok = await new Promise<boolean>((resolve) => {
