@@ -16,9 +16,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { loadConfig, type Config } from '../src/config.ts';
 import { connectNats } from '../src/nats/connect.ts';
 import { ensureStreams } from '../streams/index.ts';
-import { generateKeys, initSodium, SecretSealer, type GeneratedKeys } from '../src/crypto/sodium.ts';
-import { createEndpointStore } from '../src/endpoints/store.ts';
-import { checkTargetUrl } from '../src/delivery/target-policy.ts';
+import { generateKeys, initSodium, type GeneratedKeys } from '../src/crypto/sodium.ts';
+import { createEndpoints } from '../src/endpoints/index.ts';
 import { signatureHeader, signingKeyObject } from '../src/domain/signature.ts';
 import type { EventName } from '../src/domain/catalogue.ts';
 import type { TenantId } from '../src/domain/ids.ts';
@@ -290,7 +289,7 @@ async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]
   await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
 
   // Endpoints are created through the real command side (the same events the API appends).
-  const store = createEndpointStore({ js, jsm, sealer: new SecretSealer(keys.masterKey), checkUrl: (u) => checkTargetUrl(u, true) });
+  const { store } = createEndpoints({ js, jsm, masterKey: keys.masterKey, allowPrivateTargets: true });
   const queue = endpoints.map((e, i) => [e, i] as const);
   let made = 0;
   const started = performance.now();

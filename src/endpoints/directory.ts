@@ -9,7 +9,7 @@
 // longer holds folds the stream again from what is left (issue 8, point 6).
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type ConsumerMessages, type StreamState } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
-import { applyEndpointEvent, EndpointStatus, isEndpointEvent, type EndpointState } from '../domain/endpoint.ts';
+import { applyEndpointEvent, decodeEndpointMessage, EndpointStatus, type DecodedEndpointMessage, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import { describe } from '../errors.ts';
@@ -102,17 +102,17 @@ export async function startEndpointDirectory(deps: {
     else tenantMap.delete(state.id);
   };
 
-  const apply = (fold: Fold, seq: number, event: unknown) => {
-    if (!isEndpointEvent(event)) {
-      deps.log.warn('skipping malformed endpoint event', { stream: ENDPOINTS_STREAM, seq });
+  const apply = (fold: Fold, seq: number, decoded: DecodedEndpointMessage) => {
+    if (!decoded.ok) {
+      deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, reason: decoded.reason });
       return;
     }
-    const previous = fold.byId.get(event.id);
+    const previous = fold.byId.get(decoded.event.id);
     let next: EndpointState;
     try {
-      next = applyEndpointEvent(previous, event, seq);
+      next = applyEndpointEvent(previous, decoded.event, seq);
     } catch (e) {
-      deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, reason: describe(e) });
+      deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, endpoint: decoded.event.id, reason: describe(e) });
       return;
     }
     index(fold, next);
@@ -120,9 +120,7 @@ export async function startEndpointDirectory(deps: {
     if (fold === current) notify(next, previous);
   };
 
-  const moved = (fold: Fold) => {
-    for (const wake of [...fold.progress]) wake();
-  };
+  const moved = (fold: Fold) => { for (const wake of [...fold.progress]) wake(); };
 
   const startFold = async (): Promise<Fold> => {
     const consumer = await deps.js.consumers.get(ENDPOINTS_STREAM, { deliver_policy: DeliverPolicy.All });
@@ -131,17 +129,13 @@ export async function startEndpointDirectory(deps: {
       await messages.close().catch(() => {});
       throw stoppedError();
     }
-    const fold: Fold = {
-      byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve(),
-    };
+    const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve() };
     fold.done = (async () => {
       try {
         for await (const m of messages) {
           // At or below a sequence already skipped as no longer stored: removed since, so not applied.
           if (m.seq <= fold.applied) continue;
-          let event: unknown;
-          try { event = m.json(); } catch { event = undefined; }
-          apply(fold, m.seq, event);
+          apply(fold, m.seq, decodeEndpointMessage(m.data));
           fold.applied = m.seq;
           fold.count++;
           fold.pending = m.info.pending;
@@ -199,11 +193,7 @@ export async function startEndpointDirectory(deps: {
       if (stopped) throw stoppedError();
       await progressOr(fold, probeMs);
       if (fold.applied >= target) return;
-      if (fold.applied > seen) {
-        seen = fold.applied;
-        since = performance.now();
-        continue;
-      }
+      if (fold.applied > seen) { seen = fold.applied; since = performance.now(); continue; }
       // No progress for a while: is anything still stored up to the target?
       let next: number | undefined;
       try {

@@ -63,8 +63,6 @@ export function createEndpointStore(deps: {
   js: JetStreamClient;
   jsm: JetStreamManager;
   sealer: SecretSealerLike;
-  /** Ignored (input arrives checked); accepted only until bench/run.ts builds its store with createEndpoints. */
-  checkUrl?: (url: URL) => string | undefined;
   now?: () => Date;
   /** Where reads report the endpoint events they skip. */
   log?: Logger;

@@ -104,7 +104,7 @@ export async function startRouter(deps: {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
     if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
     const seen = directory.lastSeq();
-    const targets = targetsOf(parsed.tenant as TenantId, parsed.type);
+    const targets = targetsOf(parsed.tenant, parsed.type);
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
@@ -145,7 +145,7 @@ export async function startRouter(deps: {
           // The directory applied endpoint writes since the first routing: add what it missed.
           const sent = new Map(targets.map((e) => [e.id, e.version]));
           const restored = new Set<string>();
-          const missed = targetsOf(parsed.tenant as TenantId, parsed.type).filter((e) => {
+          const missed = targetsOf(parsed.tenant, parsed.type).filter((e) => {
             const version = sent.get(e.id);
             if (version === undefined) return true;
             // Routed from a view older than the endpoint's latest restore: that copy is dropped on delivery.
