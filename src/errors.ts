@@ -7,6 +7,8 @@ export const ErrorCode = {
   Conflict: 'conflict',
   ValidationFailed: 'validation_failed',
   BadRequest: 'bad_request',
+  /** Working but not ready to answer yet (a read model catching up): retry shortly. */
+  Unavailable: 'unavailable',
   Internal: 'internal_error',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -19,11 +21,14 @@ export interface FieldError {
 export class HookstreamError extends Error {
   readonly code: ErrorCode;
   readonly details: FieldError[];
-  constructor(code: ErrorCode, message: string, opts: { cause?: unknown; details?: FieldError[] } = {}) {
+  /** When a retry may succeed (rate limits, catching up); undefined when the caller should not retry as is. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(code: ErrorCode, message: string, opts: { cause?: unknown; details?: FieldError[]; retryAfterSeconds?: number } = {}) {
     super(message, { cause: opts.cause });
     this.name = 'HookstreamError';
     this.code = code;
     this.details = opts.details ?? [];
+    this.retryAfterSeconds = opts.retryAfterSeconds;
   }
 }
 

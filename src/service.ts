@@ -13,7 +13,8 @@ import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
 import { createWebhookIdCodec, deriveWebhookIdKey } from './domain/webhook-id.ts';
 import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
-import { startEndpointProjector, waitForCheckpoint, type EndpointProjector } from '../projections/endpoints.ts';
+import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { waitForCheckpoint } from '../projections/wait.ts';
 import { startRouter } from './router/router.ts';
 import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
 import { startDelivery } from './delivery/worker.ts';
@@ -157,7 +158,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const db = orm;
       // Without a projector in this process, another instance's progress shows in the checkpoint row.
       const local = projector;
-      const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, seq);
+      const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
       const { app } = createApi({
         orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
       });

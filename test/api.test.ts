@@ -13,7 +13,7 @@ import { checkTargetUrl } from '../src/delivery/target-policy.ts';
 import type { EndpointStore } from '../src/endpoints/store.ts';
 import { createLogger } from '../src/log.ts';
 import type { TenantId } from '../src/domain/ids.ts';
-import { ProjectionLagError } from '../projections/endpoints.ts';
+import { ProjectionLagError } from '../projections/wait.ts';
 
 let h: Harness;
 const servers: ApiServer[] = [];

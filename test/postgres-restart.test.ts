@@ -18,7 +18,7 @@ import { createApiKey } from '../src/apikeys/store.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER } from '../streams/dead-letters.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
-import { readCheckpoint } from '../projections/endpoints.ts';
+import { readCheckpoint } from '../projections/checkpoint.ts';
 
 let pgServer: PostgresServer | undefined;
 let h: Harness;

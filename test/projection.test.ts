@@ -15,9 +15,9 @@ import { applyEndpointEvent, type EndpointEvent, type EndpointState } from '../s
 import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 import type { EventPattern } from '../src/domain/catalogue.ts';
 import { createLogger, silentLogger, type Logger } from '../src/log.ts';
-import {
-  ProjectionLagError, readCheckpoint, rebuildEndpointProjection, startEndpointProjector, type EndpointProjector,
-} from '../projections/endpoints.ts';
+import { rebuildEndpointProjection, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { readCheckpoint } from '../projections/checkpoint.ts';
+import { ProjectionLagError } from '../projections/wait.ts';
 
 interface Env {
   server: NatsServer;

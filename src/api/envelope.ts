@@ -6,7 +6,6 @@ import { ErrorCode, isHookstreamError, type FieldError } from '../errors.ts';
 import { isPostgresUnavailable } from '../db/orm.ts';
 import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
-import { ProjectionLagError } from '../../projections/endpoints.ts';
 import { ApiError, ApiErrorCode } from './errors.ts';
 import type { ApiState } from './state.ts';
 
@@ -31,11 +30,10 @@ const render = (status: number, code: ApiErrorCode, message: string, opts: { det
 
 export function renderError(e: unknown): RenderedError {
   if (e instanceof ApiError) return render(e.status, e.code, e.message, { details: e.details, headers: e.headers });
-  if (e instanceof ProjectionLagError) {
-    return render(503, ApiErrorCode.Unavailable, 'the service is catching up; retry shortly', { headers: { 'retry-after': '1' }, unexpected: true });
-  }
   if (isHookstreamError(e)) {
     switch (e.code) {
+      case ErrorCode.Unavailable:
+        return render(503, ApiErrorCode.Unavailable, 'the service is catching up; retry shortly', { headers: { 'retry-after': String(e.retryAfterSeconds ?? 1) }, unexpected: true });
       case ErrorCode.NotFound: return render(404, ApiErrorCode.NotFound, e.message);
       case ErrorCode.Conflict: return render(409, ApiErrorCode.Conflict, e.message);
       case ErrorCode.ValidationFailed: return render(422, ApiErrorCode.ValidationFailed, e.message, { details: e.details });

@@ -5,9 +5,8 @@ import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
-import { notFound } from '../errors.ts';
+import { ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { ProjectionLagError } from '../../projections/endpoints.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
 import { parseListQuery, rejectQuery } from './query.ts';
 import type { ApiState } from './state.ts';
@@ -43,7 +42,8 @@ export function webhookHandlers(deps: WebhookDeps) {
     try {
       await deps.waitForProjection(result.seq);
     } catch (e) {
-      if (!(e instanceof ProjectionLagError)) throw e;
+      // The projection lags (ProjectionLagError); anything else is a real failure.
+      if (!isHookstreamError(e, ErrorCode.Unavailable)) throw e;
       deps.log.warn('projection lags; answering a write from the command result', { request_id: ctx.state.requestId, seq: result.seq, endpoint: result.endpoint.id });
       return endpointOut(result.endpoint);
     }

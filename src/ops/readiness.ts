@@ -13,7 +13,7 @@ import { EVENTS_STREAM } from '../../streams/events.ts';
 import { REJECTED_STREAM } from '../../streams/rejected.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
 import { ENDPOINT_HEALTH_STREAM } from '../../streams/endpoint-health.ts';
-import { readCheckpoint } from '../../projections/endpoints.ts';
+import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
 import { describe } from '../errors.ts';
 
 export interface CheckResult {
@@ -83,7 +83,7 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
   });
 
   const projection = (orm: MikroORM) => run('projection', async () => {
-    const applied = await readCheckpoint(orm);
+    const applied = await readCheckpoint(orm, Projection.Endpoints);
     const last = (await deps.jsm.streams.info(ENDPOINTS_STREAM)).state.last_seq;
     if (applied >= last) return undefined;
     // Behind: how old is the oldest event not applied yet?
