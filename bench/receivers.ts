@@ -3,7 +3,7 @@
 // (204), 'fail' (500) or 'hang' (accepts, reads the request, never answers). Every answered 2xx request
 // is counted per phase (the `p` field of the body's data) with its publish-to-receipt latency (the `t`
 // field, wall-clock milliseconds taken by the producer just before publishing).
-// Driven over IPC by bench/run.ts: messages are ReceiverCommand, answers are ReceiverReply.
+// Driven over IPC by bench/processes.ts: messages are ReceiverCommand, answers are ReceiverReply.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
