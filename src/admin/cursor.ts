@@ -1,10 +1,11 @@
 // Opaque page cursors: base64url JSON holding the last dead-letter id seen (ids are time-ordered, so
 // keyset paging on them is exact) and, for a bulk replay, the run's total for its progress bar.
+import { isDeadLetterId, type DeadLetterId } from '../deadletter/store.ts';
 import { badRequest } from './requests.ts';
 
 export interface Cursor {
   /** Last id returned; the next page starts after it. */
-  after: string;
+  after: DeadLetterId;
   total?: number;
 }
 
@@ -18,9 +19,10 @@ export function decodeCursor(text: string): Cursor {
     x = undefined;
   }
   const c = x as Partial<Cursor> | undefined;
-  if (typeof c !== 'object' || c === null || typeof c.after !== 'string' || !/^dl_[0-9a-z]+$/.test(c.after)
+  if (typeof c !== 'object' || c === null || !isDeadLetterId(c.after)
     || (c.total !== undefined && (typeof c.total !== 'number' || !Number.isInteger(c.total) || c.total < 0))) {
     throw badRequest('cursor is not one this service handed out');
   }
-  return c.total === undefined ? { after: c.after } : { after: c.after, total: c.total };
+  const after: DeadLetterId = c.after;
+  return c.total === undefined ? { after } : { after, total: c.total };
 }

@@ -33,23 +33,11 @@ import type { EndpointId } from '../domain/ids.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { readEndpoint } from '../endpoints/read.ts';
 import { notFound } from '../errors.ts';
-import { iso } from './dead-letters.ts';
+import { DeadLetterStatus, findDeliveryDeadLetter, iso } from '../deadletter/store.ts';
 import { DeliveryState, WaitingOn, type DeliveryShowOut } from './protocol.ts';
 
 /** Messages of one endpoint's backlog read at most while looking for a webhook-id. */
 export const MAX_QUEUE_SCAN = 10_000;
-
-interface DeadRow {
-  id: string;
-  status: 'dead' | 'replayed';
-  attempts: number;
-  last_status: number | null;
-  last_error: string | null;
-  failed_at: Date | string;
-  dead_count: number;
-  replay_count: number;
-  last_replayed_at: Date | string | null;
-}
 
 // A plain object, so it passes as the client's MsgRequest type; nats-server 2.9 answers next_by_subj.
 const nextBySubject = (subject: string, seq: number) => ({ seq, next_by_subj: subject });
@@ -112,9 +100,7 @@ export function createDeliveryStates(deps: {
     async show(webhookId: string, endpointId: string): Promise<DeliveryShowOut> {
       const endpoint = await readEndpoint(js, jsm, endpointId as EndpointId);
       const queue = await findQueued(endpointId, webhookId);
-      const [dead] = await orm.em.fork().execute<DeadRow[]>(
-        `select id, status, attempts, last_status, last_error, failed_at, dead_count, replay_count, last_replayed_at
-         from dead_letters where endpoint_id = ? and webhook_id = ?`, [endpointId, webhookId]);
+      const dead = await findDeliveryDeadLetter(orm.em.fork(), endpointId, webhookId);
       const records = await history(endpointId, webhookId);
       const event = await eventOf(webhookId);
 
@@ -170,7 +156,7 @@ export function createDeliveryStates(deps: {
           reason: `the endpoint's backlog is longer than ${MAX_QUEUE_SCAN} messages; the message was not among the first`,
         });
       }
-      if (dead?.status === 'dead') {
+      if (dead?.status === DeadLetterStatus.Dead) {
         return {
           ...base, state: DeliveryState.Dead, attempts: dead.attempts, last_status: dead.last_status, last_error: dead.last_error,
           last_attempt_at: last?.at ?? iso(dead.failed_at),
@@ -178,7 +164,7 @@ export function createDeliveryStates(deps: {
         };
       }
       // Successes write nothing, so an acknowledged delivery's last status is not known beyond "2xx".
-      if (dead?.status === 'replayed') {
+      if (dead?.status === DeadLetterStatus.Replayed) {
         return {
           ...base, state: DeliveryState.Acknowledged, attempts: round.length + 1,
           reason: `replayed (${dead.replay_count}x) and answered with 2xx after ${round.length} failed attempt(s)`,

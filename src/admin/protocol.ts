@@ -1,6 +1,8 @@
 // The admin subject's wire contract: NATS request/reply under `admin.`, JSON in, JSON out (snake_case).
 // Shared by the admin role that answers and the CLI that asks; nothing here touches NATS or Postgres.
 import type { AttemptRecord } from '../../streams/attempts.ts';
+import { ErrorCode } from '../errors.ts';
+import { iso, type DeadLetterRow, type DeadLetterStatus } from '../deadletter/store.ts';
 
 export const ADMIN_SUBJECTS = 'admin.>';
 /** Every instance running the admin role joins this queue group, so each request is answered once. */
@@ -39,7 +41,7 @@ export interface DeadLetterFilterIn {
   since?: string;
   /** ISO 8601; on failed_at, exclusive. */
   until?: string;
-  status?: 'dead' | 'replayed';
+  status?: DeadLetterStatus;
 }
 
 export interface DeadLettersListIn extends DeadLetterFilterIn {
@@ -96,8 +98,17 @@ export interface DeadLetterOut {
   dead_count: number;
   replay_count: number;
   last_replayed_at: string | null;
-  status: 'dead' | 'replayed';
+  status: DeadLetterStatus;
 }
+
+/** The wire shape of a stored dead letter. */
+export const deadLetterOut = (r: DeadLetterRow): DeadLetterOut => ({
+  id: r.id, endpoint_id: r.endpoint_id, tenant: r.tenant, webhook_id: r.webhook_id, event_type: r.event_type,
+  attempts: r.attempts, last_status: r.last_status, last_error: r.last_error,
+  failed_at: iso(r.failed_at), created_at: iso(r.created_at),
+  dead_count: r.dead_count, replay_count: r.replay_count,
+  last_replayed_at: r.last_replayed_at ? iso(r.last_replayed_at) : null, status: r.status,
+});
 
 export interface DeadLettersListOut {
   data: DeadLetterOut[];
@@ -179,6 +190,21 @@ export interface DeliveryShowOut {
   dead_letter: Pick<DeadLetterOut, 'id' | 'status' | 'dead_count' | 'replay_count' | 'last_replayed_at' | 'failed_at'> | null;
   /** Failed attempts recorded for this webhook-id and endpoint, oldest first, across rounds. */
   history: AttemptRecord[];
+}
+
+/** The admin protocol's error code for a service error code. */
+export function adminCode(code: ErrorCode): AdminErrorCode {
+  switch (code) {
+    case ErrorCode.BadRequest:
+    case ErrorCode.ValidationFailed:
+      return 'bad_request';
+    case ErrorCode.NotFound:
+      return 'not_found';
+    case ErrorCode.Conflict:
+      return 'conflict';
+    default:
+      return 'internal_error';
+  }
 }
 
 export const isAdminErrorReply = (x: unknown): x is AdminErrorReply =>

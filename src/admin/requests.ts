@@ -1,9 +1,9 @@
 // Parsing admin request bodies into typed queries: strict (unknown fields and wrong types are errors
 // that name the field, so a typo never widens a replay), defaults filled, limits clamped.
-import { isEventName, type EventName } from '../domain/catalogue.ts';
+import { isEventName } from '../domain/catalogue.ts';
 import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
 import { ErrorCode, HookstreamError } from '../errors.ts';
-import type { DeadLetterStatus } from '../db/entities.ts';
+import { DEAD_LETTER_STATUSES, DeadLetterStatus, isDeadLetterId, isDeadLetterStatus, type DeadLetterFilter, type DeadLetterId } from '../deadletter/store.ts';
 
 export const badRequest = (message: string) => new HookstreamError(ErrorCode.BadRequest, message);
 
@@ -11,16 +11,8 @@ export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
 export const DEFAULT_REPLAY_BATCH = 100;
 
-// Ids are checked here once and carried branded, so nothing after the parse casts them again.
-export interface DeadLetterFilter {
-  tenant?: TenantId;
-  endpoint?: EndpointId;
-  event?: EventName;
-  since?: Date;
-  until?: Date;
-  status?: DeadLetterStatus;
-}
-
+// Ids are checked here once and carried branded (DeadLetterFilter, the queries below), so nothing after
+// the parse casts them again.
 export interface Page {
   limit: number;
   cursor?: string;
@@ -111,7 +103,7 @@ export function parseListRequest(body: Body): { filter: DeadLetterFilter; page: 
   const filter = filterOf(body);
   const status = optionalString(body, 'status');
   if (status !== undefined) {
-    if (status !== 'dead' && status !== 'replayed') throw badRequest('status must be dead or replayed');
+    if (!isDeadLetterStatus(status)) throw badRequest(`status must be ${DEAD_LETTER_STATUSES.join(' or ')}`);
     filter.status = status;
   }
   return { filter, page: { limit: limitOf(body, DEFAULT_PAGE), ...optionalCursor(body) } };
@@ -122,7 +114,7 @@ export function parseReplayManyRequest(body: Body): { filter: DeadLetterFilter; 
   const filter = filterOf(body);
   // An empty filter would replay every dead letter of every tenant: too easy to send by mistake.
   if (Object.keys(filter).length === 0) throw badRequest(`replay_many needs at least one of ${FILTER_FIELDS.join(', ')}`);
-  return { filter: { ...filter, status: 'dead' }, page: { limit: limitOf(body, DEFAULT_REPLAY_BATCH), ...optionalCursor(body) } };
+  return { filter: { ...filter, status: DeadLetterStatus.Dead }, page: { limit: limitOf(body, DEFAULT_REPLAY_BATCH), ...optionalCursor(body) } };
 }
 
 function optionalCursor(body: Body): { cursor?: string } {
@@ -130,16 +122,14 @@ function optionalCursor(body: Body): { cursor?: string } {
   return cursor === undefined ? {} : { cursor };
 }
 
-const DEAD_LETTER_ID = /^dl_[0-9a-z]{1,64}$/;
-
-export function parseShowRequest(body: Body): { id: string } {
+export function parseShowRequest(body: Body): { id: DeadLetterId } {
   onlyFields(body, ['id']);
   const id = requiredString(body, 'id');
-  if (!DEAD_LETTER_ID.test(id)) throw badRequest(`id must be a dead-letter id (dl_…), got ${JSON.stringify(id)}`);
+  if (!isDeadLetterId(id)) throw badRequest(`id must be a dead-letter id (dl_…), got ${JSON.stringify(id)}`);
   return { id };
 }
 
-export function parseReplayRequest(body: Body): { id: string; force: boolean } {
+export function parseReplayRequest(body: Body): { id: DeadLetterId; force: boolean } {
   onlyFields(body, ['id', 'force']);
   const { id } = parseShowRequest({ id: body['id'] });
   const force = body['force'];

@@ -9,11 +9,11 @@ import { describe, ErrorCode, HookstreamError, isHookstreamError } from '../erro
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
-import { adminCode, createDeadLetters } from './dead-letters.ts';
+import { createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
 import { createRejectedEvents } from './rejected-events.ts';
-import { ADMIN_QUEUE, ADMIN_SUBJECTS, AdminSubject, type AdminErrorReply } from './protocol.ts';
+import { ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminSubject, type AdminErrorReply } from './protocol.ts';
 import {
   parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
   parseReplayRequest, parseShowRequest,

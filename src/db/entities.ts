@@ -5,6 +5,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { EventPattern } from '../domain/catalogue.ts';
 import type { DisabledReason, EndpointStatus } from '../domain/endpoint.ts';
 import type { SignatureScheme } from '../domain/signature.ts';
+import { DEAD_LETTER_STATUSES, DeadLetterStatus } from '../deadletter/store.ts';
 
 /**
  * Read model of the ENDPOINTS stream. Signing secrets never land here: they live only in the stream,
@@ -52,9 +53,6 @@ export const ProjectionCheckpoint = defineEntity({
 });
 export type ProjectionCheckpoint = InferEntity<typeof ProjectionCheckpoint>;
 
-export const DeadLetterStatus = { Dead: 'dead', Replayed: 'replayed' } as const;
-export type DeadLetterStatus = (typeof DeadLetterStatus)[keyof typeof DeadLetterStatus];
-
 /** A delivery that ran out of retries; the original message is sealed to the dead-letter public key. */
 export const DeadLetter = defineEntity({
   name: 'DeadLetter',
@@ -79,7 +77,7 @@ export const DeadLetter = defineEntity({
     status: p.text().$type<DeadLetterStatus>().default(DeadLetterStatus.Dead),
   },
   // One record per message and endpoint: a repeated max-deliveries advisory finds the existing row.
-  checks: [{ name: 'dead_letters_status_check', expression: "status in ('dead', 'replayed')" }],
+  checks: [{ name: 'dead_letters_status_check', expression: `status in (${DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(', ')})` }],
   uniques: [{ name: 'dead_letters_endpoint_webhook_key', properties: ['endpointId', 'webhookId'] }],
   indexes: [
     { name: 'dead_letters_tenant_idx', columns: [{ name: 'tenant' }, { name: 'failed_at', sort: 'DESC' }] },

@@ -8,15 +8,15 @@ import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../st
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { isApiError } from '../../streams/ensure.ts';
-import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
+import { storeDeadLetter } from './store.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import type { OpsEvents } from '../ops/events.ts';
 
-/** The advisory consumer has no backoff, so nak(d) waits exactly d (jetstream-2.9.md). */
+/** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
 const RETRY_DELAY_MS = 5_000;
 
 export interface DeadLetterSealer {
@@ -26,19 +26,6 @@ export interface DeadLetterSealer {
 export interface DeadLetterHandler {
   stop(): Promise<void>;
 }
-
-const UPSERT = `
-insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at,
-                          sealed, source_stream, source_seq, created_at, dead_count, replay_count, status)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), 1, 0, 'dead')
-on conflict (endpoint_id, webhook_id) do update set
-  -- the same advisory again (same source message) changes nothing; a replay that died again does
-  dead_count = dead_letters.dead_count + case when dead_letters.source_stream = excluded.source_stream
-                                               and dead_letters.source_seq = excluded.source_seq then 0 else 1 end,
-  attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
-  failed_at = excluded.failed_at, sealed = excluded.sealed, source_stream = excluded.source_stream,
-  source_seq = excluded.source_seq, status = 'dead'
-returning (xmax = 0) as inserted, id, dead_count`;
 
 export async function startDeadLetterHandler(deps: {
   js: JetStreamClient;
@@ -96,14 +83,13 @@ export async function startDeadLetterHandler(deps: {
     const tenant = original.header.get(DeliveryHeader.Tenant);
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
     const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
-    const rows = await orm.em.getConnection().execute<{ inserted: boolean; id: string; dead_count: number }[]>(UPSERT, [
-      `dl_${newIdBody()}`, endpoint, tenant, webhookId, event,
-      failure?.attempt ?? advisory.deliveries, failure?.status ?? null, failure?.error ?? null,
-      failure?.at ?? advisory.timestamp, Buffer.from(sealed), advisory.stream, advisory.stream_seq,
-    ]);
+    const row = await storeDeadLetter(orm.em.fork(), {
+      endpointId: endpoint, tenant, webhookId, eventType: event,
+      attempts: failure?.attempt ?? advisory.deliveries, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
+      failedAt: failure?.at ?? advisory.timestamp, sealed, sourceStream: advisory.stream, sourceSeq: advisory.stream_seq,
+    });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
-    if (rows[0]?.inserted) metrics.deadLettersStored.inc();
-    const row = rows[0];
+    if (row?.inserted) metrics.deadLettersStored.inc();
     if (deps.opsEvents && row && tenant && webhookId && event) {
       // Once per dead letter and death: a repeated advisory or a retry after a failed publish makes the
       // same message id, which OPS keeps once. Before the removal, so a failed publish is retried

@@ -5,6 +5,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { OpenedDeadLetter } from '../crypto/sodium.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { countDeadLetters, replaceSealed, sealedPage, type DeadLetterId } from './store.ts';
 
 export interface DeadLetterResealResult {
   /** Rows sealed again to the current public key. */
@@ -12,7 +13,7 @@ export interface DeadLetterResealResult {
   /** Rows that already opened under the current secret key. */
   current: number;
   /** Rows that open under neither key (left as they are). */
-  failed: { id: string; reason: string }[];
+  failed: { id: DeadLetterId; reason: string }[];
 }
 
 export async function resealDeadLetters(deps: {
@@ -28,14 +29,12 @@ export async function resealDeadLetters(deps: {
   const batchSize = deps.batchSize ?? 100;
   const result: DeadLetterResealResult = { resealed: 0, current: 0, failed: [] };
   const em = deps.orm.em.fork();
-  const [{ n: total } = { n: 0 }] = await em.execute<{ n: number }[]>('select count(*)::int as n from dead_letters');
+  const total = await countDeadLetters(em);
   let done = 0;
   let after = '';
   for (;;) {
-    // Keyset pages in the primary key's order: no row skipped or seen twice, whatever is inserted meanwhile.
-    const rows = await em.execute<{ id: string; sealed: Buffer }[]>(
-      'select id, sealed from dead_letters where id > ? order by id limit ?', [after, batchSize],
-    );
+    // Keyset pages: no row skipped or seen twice, whatever is inserted meanwhile.
+    const rows = await sealedPage(em, after, batchSize);
     if (rows.length === 0) break;
     await em.transactional(async (tx) => {
       for (const row of rows) {
@@ -50,11 +49,7 @@ export async function resealDeadLetters(deps: {
         if (!opened.previous) { result.current++; continue; }
         // Only if the row still holds what was opened: the dead-letter role may have replaced it meanwhile
         // (a replay that died again), and then it is sealed to whichever key that role has, checked next run.
-        const updated = await tx.execute<{ id: string }[]>(
-          'update dead_letters set sealed = ? where id = ? and sealed = ? returning id',
-          [Buffer.from(deps.seal(opened.bytes)), row.id, row.sealed],
-        );
-        if (updated.length > 0) result.resealed++;
+        if (await replaceSealed(tx, row.id, row.sealed, deps.seal(opened.bytes))) result.resealed++;
         else result.failed.push({ id: row.id, reason: 'changed while being resealed; run the command again' });
       }
     });

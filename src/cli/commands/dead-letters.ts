@@ -1,6 +1,7 @@
 // `hookstream dead-letters list|show|replay`: thin clients of the admin subject (admin.dead_letters.*).
 import { withAdminClient } from '../../admin/client.ts';
 import type { DeadLetterFilterIn, DeadLetterOut, DeadLettersReplayManyOut } from '../../admin/protocol.ts';
+import { DEAD_LETTER_STATUSES, isDeadLetterStatus } from '../../deadletter/store.ts';
 import { parseDuration } from '../../domain/duration.ts';
 import { ErrorCode, HookstreamError } from '../../errors.ts';
 import { table, UsageError, type Command, type OptionValues } from '../command.ts';
@@ -70,7 +71,7 @@ export const deadLettersList: Command = {
   options: { ...FILTER_OPTIONS, status: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' }, all: { type: 'boolean' } },
   async run({ values, out }) {
     const status = values['status'];
-    if (status !== undefined && status !== 'dead' && status !== 'replayed') throw new UsageError('--status must be dead or replayed');
+    if (status !== undefined && !isDeadLetterStatus(status)) throw new UsageError(`--status must be ${DEAD_LETTER_STATUSES.join(' or ')}`);
     const limit = limitOf(values, 'limit');
     const cursor = typeof values['cursor'] === 'string' ? values['cursor'] : undefined;
     const { data, next } = await withAdminClient(async (admin) => {
