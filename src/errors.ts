@@ -1,4 +1,6 @@
-// Named errors with a code (as nats.js does): callers test the code, never the message text.
+// Named errors with a code (as nats.js does): callers test the code, never the message text. This is
+// the one vocabulary of failures; each surface maps it once: HTTP statuses in src/api/envelope.ts,
+// admin reply codes in src/admin/protocol.ts, the CLI prints the message.
 
 export const ErrorCode = {
   InvalidConfig: 'invalid_config',
@@ -10,6 +12,12 @@ export const ErrorCode = {
   /** Working but not ready to answer yet (a read model catching up): retry shortly. */
   Unavailable: 'unavailable',
   Internal: 'internal_error',
+  // Failures that only the HTTP edge meets.
+  Unauthorized: 'unauthorized',
+  MethodNotAllowed: 'method_not_allowed',
+  PayloadTooLarge: 'payload_too_large',
+  UnsupportedMediaType: 'unsupported_media_type',
+  RateLimited: 'rate_limited',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -53,6 +61,7 @@ export class UnreachableError extends HookstreamError {
 export const isHookstreamError = (e: unknown, code?: ErrorCode): e is HookstreamError =>
   e instanceof HookstreamError && (code === undefined || e.code === code);
 
+export const badRequest = (message: string, details?: FieldError[]) => new HookstreamError(ErrorCode.BadRequest, message, details ? { details } : {});
 export const notFound = (what: string) => new HookstreamError(ErrorCode.NotFound, `${what} not found`);
 export const conflict = (message: string) => new HookstreamError(ErrorCode.Conflict, message);
 export const invalid = (details: FieldError[]) =>

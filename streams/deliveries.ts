@@ -1,6 +1,6 @@
 // DELIVERIES_<n>: one message per (event, subscribed endpoint), `deliveries.<n>.<endpointId>`, on a
 // work-queue stream so an acked delivery is gone. Endpoints are spread over several streams because
-// nats-server 2.9 slows with the number of consumers on one stream (../shared/notes/jetstream-2.9.md).
+// nats-server 2.9 gets slower with every consumer added to one stream (measured).
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';

@@ -1,32 +1,25 @@
 // A typed client of the admin subject (the CLI and tests use it): one request, one JSON reply, and an
-// error reply turned into an AdminRequestError carrying the reply's code.
+// error reply turned into an AdminRequestError carrying the reply's code. Its caller says where NATS is:
+// nothing here reads configuration.
 import type { NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, PermissionViolationError, TimeoutError } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
-import { loadConfig, redactUrl } from '../config.ts';
+import { redactUrl } from '../config.ts';
 import { describe, ErrorCode, HookstreamError, UnreachableError } from '../errors.ts';
 import {
-  AdminSubject, isAdminErrorReply, type AdminErrorCode, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
+  AdminSubject, isAdminErrorReply, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut,
 } from './protocol.ts';
-
-const SERVICE_CODE: Record<AdminErrorCode | 'unavailable', ErrorCode> = {
-  bad_request: ErrorCode.BadRequest,
-  not_found: ErrorCode.NotFound,
-  conflict: ErrorCode.Conflict,
-  internal_error: ErrorCode.Internal,
-  unavailable: ErrorCode.Unreachable,
-};
 
 /**
  * The admin role answered with an error reply (code as in the reply), or nobody could answer
  * (`unreachable`). A HookstreamError, so the CLI prints it as one line and exits 1.
  */
 export class AdminRequestError extends HookstreamError {
-  constructor(code: AdminErrorCode | 'unavailable', message: string) {
-    super(SERVICE_CODE[code], message);
+  constructor(code: ErrorCode, message: string) {
+    super(code, message);
     this.name = 'AdminRequestError';
   }
 }
@@ -58,20 +51,20 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
       reply = await nc.request(subject, payload, { timeout });
     } catch (e) {
       if (e instanceof NoRespondersError || (e instanceof Error && e.cause instanceof NoRespondersError)) {
-        throw new AdminRequestError('unavailable', 'no hookstream process answers admin requests: run one with the admin role (hookstream serve --roles admin,…)');
+        throw new AdminRequestError(ErrorCode.Unreachable, 'no hookstream process answers admin requests: run one with the admin role (hookstream serve --roles admin,…)');
       }
       if (e instanceof TimeoutError || (e instanceof Error && e.cause instanceof TimeoutError)) {
-        throw new AdminRequestError('unavailable', `no answer to ${subject} within ${timeout} ms`);
+        throw new AdminRequestError(ErrorCode.Unreachable, `no answer to ${subject} within ${timeout} ms`);
       }
       if (e instanceof PermissionViolationError || (e instanceof Error && e.cause instanceof PermissionViolationError)) {
-        throw new AdminRequestError('unavailable', `this NATS user may not use ${subject} (see nats.conf: the operator user may)`);
+        throw new AdminRequestError(ErrorCode.Unreachable, `this NATS user may not use ${subject} (see nats.conf: the operator user may)`);
       }
       throw e;
     }
     try {
       return reply.json<unknown>();
     } catch {
-      throw new AdminRequestError('internal_error', `the answer to ${subject} is not JSON`);
+      throw new AdminRequestError(ErrorCode.Internal, `the answer to ${subject} is not JSON`);
     }
   }
 
@@ -93,8 +86,17 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
   };
 }
 
-/** An operator's connection: credentials from NATS_USER/NATS_PASSWORD, replies on the operator inbox. */
-export async function connectAsOperator(opts: { url: string; user?: string | undefined; password?: string | undefined; timeoutMs?: number }): Promise<NatsConnection> {
+export interface OperatorConnectOptions {
+  /** NATS server(s), comma-separated. */
+  url: string;
+  /** The operator user of nats.conf, if the server asks for one. */
+  user?: string | undefined;
+  password?: string | undefined;
+  timeoutMs?: number;
+}
+
+/** An operator's connection: the given credentials, replies on the operator inbox. */
+export async function connectAsOperator(opts: OperatorConnectOptions): Promise<NatsConnection> {
   const servers = opts.url.split(',').map((s) => s.trim());
   try {
     return await connect({
@@ -109,10 +111,9 @@ export async function connectAsOperator(opts: { url: string; user?: string | und
   }
 }
 
-/** Run `fn` with an admin client on an operator connection configured from the environment. */
-export async function withAdminClient<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  const nc = await connectAsOperator({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
+/** Run `fn` with an admin client on an operator connection, closed afterwards. */
+export async function withAdminClient<T>(opts: OperatorConnectOptions, fn: (admin: AdminClient) => Promise<T>): Promise<T> {
+  const nc = await connectAsOperator(opts);
   try {
     return await fn(createAdminClient(nc));
   } finally {

@@ -1,7 +1,7 @@
 // Opaque page cursors: base64url JSON holding the last dead-letter id seen (ids are time-ordered, so
 // keyset paging on them is exact) and, for a bulk replay, the run's total for its progress bar.
 import { isDeadLetterId, type DeadLetterId } from '../deadletter/store.ts';
-import { badRequest } from './requests.ts';
+import { badRequest } from '../errors.ts';
 
 export interface Cursor {
   /** Last id returned; the next page starts after it. */

@@ -19,11 +19,12 @@ export const AdminSubject = {
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
+/** The codes of admin error replies: those of the service's codes an operator acts on (adminCode maps the rest). */
 export const AdminErrorCode = {
-  BadRequest: 'bad_request',
-  NotFound: 'not_found',
-  Conflict: 'conflict',
-  Internal: 'internal_error',
+  BadRequest: ErrorCode.BadRequest,
+  NotFound: ErrorCode.NotFound,
+  Conflict: ErrorCode.Conflict,
+  Internal: ErrorCode.Internal,
 } as const;
 export type AdminErrorCode = (typeof AdminErrorCode)[keyof typeof AdminErrorCode];
 
@@ -197,13 +198,13 @@ export function adminCode(code: ErrorCode): AdminErrorCode {
   switch (code) {
     case ErrorCode.BadRequest:
     case ErrorCode.ValidationFailed:
-      return 'bad_request';
+      return AdminErrorCode.BadRequest;
     case ErrorCode.NotFound:
-      return 'not_found';
+      return AdminErrorCode.NotFound;
     case ErrorCode.Conflict:
-      return 'conflict';
+      return AdminErrorCode.Conflict;
     default:
-      return 'internal_error';
+      return AdminErrorCode.Internal;
   }
 }
 

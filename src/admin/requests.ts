@@ -2,10 +2,8 @@
 // that name the field, so a typo never widens a replay), defaults filled, limits clamped.
 import { isEventName } from '../domain/catalogue.ts';
 import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
-import { ErrorCode, HookstreamError } from '../errors.ts';
+import { badRequest } from '../errors.ts';
 import { DEAD_LETTER_STATUSES, DeadLetterStatus, isDeadLetterId, isDeadLetterStatus, type DeadLetterFilter, type DeadLetterId } from '../deadletter/store.ts';
-
-export const badRequest = (message: string) => new HookstreamError(ErrorCode.BadRequest, message);
 
 export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;

@@ -13,7 +13,7 @@ import { createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
 import { createRejectedEvents } from './rejected-events.ts';
-import { ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminSubject, type AdminErrorReply } from './protocol.ts';
+import { ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, type AdminErrorReply } from './protocol.ts';
 import {
   parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
   parseReplayRequest, parseShowRequest,
@@ -74,7 +74,7 @@ export async function startAdmin(deps: {
   const errorReply = (m: Msg, e: unknown): AdminErrorReply => {
     if (isHookstreamError(e)) return { error: { code: adminCode(e.code), message: e.message } };
     log.error('admin request failed', { subject: m.subject, reason: describe(e) });
-    return { error: { code: 'internal_error', message: `internal error: ${describe(e)}` } };
+    return { error: { code: AdminErrorCode.Internal, message: `internal error: ${describe(e)}` } };
   };
 
   const inFlight = new Set<Promise<void>>();

@@ -2,8 +2,8 @@
 // JSON object (422), and no field the route does not know (422, each unknown field named).
 import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
-import type { FieldError } from '../errors.ts';
-import { ApiError, ApiErrorCode, badRequest, unsupportedMediaType } from './errors.ts';
+import { badRequest, type FieldError, type HookstreamError } from '../errors.ts';
+import { payloadTooLarge, unsupportedMediaType } from './errors.ts';
 import type { ApiState } from './state.ts';
 
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -13,12 +13,12 @@ export const MAX_BODY_BYTES = 64 * 1024;
  * http-errors (413, 415 for an unknown content-encoding, 400 for a short body), co-body's syntax
  * errors, a broken gzip stream, or JSON nested too deep for the parser.
  */
-function bodyError(e: unknown): ApiError {
+function bodyError(e: unknown): HookstreamError {
   const { status, type } = (e ?? {}) as { status?: unknown; type?: unknown };
   if (status === 413 || type === 'entity.too.large') {
-    return new ApiError(413, ApiErrorCode.PayloadTooLarge, `the request body is larger than ${MAX_BODY_BYTES / 1024} KB`);
+    return payloadTooLarge(`the request body is larger than ${MAX_BODY_BYTES / 1024} KB`);
   }
-  if (status === 415) return new ApiError(415, ApiErrorCode.UnsupportedMediaType, 'unsupported content-encoding or charset');
+  if (status === 415) return unsupportedMediaType('unsupported content-encoding or charset');
   if (type === 'request.size.invalid') return badRequest('the request body does not match its content-length');
   if (type === 'request.aborted') return badRequest('the request body was cut short');
   if (e instanceof SyntaxError) return badRequest('the request body is not valid JSON');

@@ -6,11 +6,10 @@ import { ErrorCode, isHookstreamError, type FieldError } from '../errors.ts';
 import { isPostgresUnavailable } from '../db/orm.ts';
 import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
-import { ApiError, ApiErrorCode } from './errors.ts';
 import type { ApiState } from './state.ts';
 
 export interface ErrorBody {
-  error: { code: ApiErrorCode; message: string; details: FieldError[] };
+  error: { code: ErrorCode; message: string; details: FieldError[] };
 }
 
 export interface RenderedError {
@@ -21,33 +20,49 @@ export interface RenderedError {
   unexpected: boolean;
 }
 
-const render = (status: number, code: ApiErrorCode, message: string, opts: { details?: FieldError[]; headers?: Record<string, string>; unexpected?: boolean } = {}): RenderedError => ({
+const render = (status: number, code: ErrorCode, message: string, opts: { details?: FieldError[]; headers?: Record<string, string>; unexpected?: boolean } = {}): RenderedError => ({
   status,
   body: { error: { code, message, details: opts.details ?? [] } },
   headers: opts.headers ?? {},
   unexpected: opts.unexpected ?? false,
 });
 
+/** The HTTP status of each code a caller may see with its message; any other code is a bare 500. */
+const STATUS: Partial<Record<ErrorCode, number>> = {
+  [ErrorCode.BadRequest]: 400,
+  [ErrorCode.Unauthorized]: 401,
+  [ErrorCode.NotFound]: 404,
+  [ErrorCode.MethodNotAllowed]: 405,
+  [ErrorCode.Conflict]: 409,
+  [ErrorCode.PayloadTooLarge]: 413,
+  [ErrorCode.UnsupportedMediaType]: 415,
+  [ErrorCode.ValidationFailed]: 422,
+  [ErrorCode.RateLimited]: 429,
+};
+
+const retryAfter = (seconds: number) => ({ 'retry-after': String(seconds) });
+
 export function renderError(e: unknown): RenderedError {
-  if (e instanceof ApiError) return render(e.status, e.code, e.message, { details: e.details, headers: e.headers });
-  if (isHookstreamError(e)) {
-    switch (e.code) {
-      case ErrorCode.Unavailable:
-        return render(503, ApiErrorCode.Unavailable, 'the service is catching up; retry shortly', { headers: { 'retry-after': String(e.retryAfterSeconds ?? 1) }, unexpected: true });
-      case ErrorCode.NotFound: return render(404, ApiErrorCode.NotFound, e.message);
-      case ErrorCode.Conflict: return render(409, ApiErrorCode.Conflict, e.message);
-      case ErrorCode.ValidationFailed: return render(422, ApiErrorCode.ValidationFailed, e.message, { details: e.details });
-      case ErrorCode.BadRequest: return render(400, ApiErrorCode.BadRequest, e.message, { details: e.details });
-      case ErrorCode.Unreachable:
-        return render(503, ApiErrorCode.Unavailable, 'a backing service is unavailable; retry shortly', { headers: { 'retry-after': '5' }, unexpected: true });
-      default: break;
-    }
-  }
   // Postgres down or restarting: the driver's own error, which no layer above turned into ours.
-  if (isPostgresUnavailable(e)) {
-    return render(503, ApiErrorCode.Unavailable, 'a backing service is unavailable; retry shortly', { headers: { 'retry-after': '5' }, unexpected: true });
+  const code = isHookstreamError(e) ? e.code : isPostgresUnavailable(e) ? ErrorCode.Unreachable : ErrorCode.Internal;
+  const after = isHookstreamError(e) ? e.retryAfterSeconds : undefined;
+  switch (code) {
+    // 503s say nothing of what lags or which server is down: that is for the log.
+    case ErrorCode.Unavailable:
+      return render(503, ErrorCode.Unavailable, 'the service is catching up; retry shortly', { headers: retryAfter(after ?? 1), unexpected: true });
+    case ErrorCode.Unreachable:
+      return render(503, ErrorCode.Unavailable, 'a backing service is unavailable; retry shortly', { headers: retryAfter(after ?? 5), unexpected: true });
+    default: break;
   }
-  return render(500, ApiErrorCode.Internal, 'internal error; quote the x-request-id header when reporting it', { unexpected: true });
+  const status = STATUS[code];
+  if (status === undefined || !isHookstreamError(e)) {
+    return render(500, ErrorCode.Internal, 'internal error; quote the x-request-id header when reporting it', { unexpected: true });
+  }
+  const headers: Record<string, string> = {
+    ...(code === ErrorCode.Unauthorized ? { 'www-authenticate': 'Bearer' } : {}),
+    ...(after !== undefined ? retryAfter(after) : {}),
+  };
+  return render(status, code, e.message, { details: e.details, headers });
 }
 
 export const newRequestId = (): string => `req_${newIdBody()}`;
@@ -72,9 +87,9 @@ export function errorEnvelope(log: Logger): Middleware<ApiState> {
         // The router answers a known path with a method it lacks with a bare 405 (or 501 for a method it
         // does not know at all); both are the same mistake to a caller, so both are 405 with Allow.
         if (ctx.status === 405 || ctx.status === 501) {
-          failure = render(405, ApiErrorCode.MethodNotAllowed, `${ctx.method} is not allowed here; allowed: ${ctx.response.get('allow') || 'none'}`);
+          failure = render(405, ErrorCode.MethodNotAllowed, `${ctx.method} is not allowed here; allowed: ${ctx.response.get('allow') || 'none'}`);
         } else if (ctx.status === 404) {
-          failure = render(404, ApiErrorCode.NotFound, 'no such route');
+          failure = render(404, ErrorCode.NotFound, 'no such route');
         }
       }
     } catch (e) {

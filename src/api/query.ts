@@ -1,7 +1,6 @@
 // Query strings: only the parameters a route knows, each at most once, each well-formed; else 400.
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
-import type { FieldError } from '../errors.ts';
-import { badRequest } from './errors.ts';
+import { badRequest, type FieldError } from '../errors.ts';
 
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;

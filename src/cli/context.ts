@@ -1,5 +1,6 @@
 // What CLI commands share: the configuration, a logger, and short-lived NATS/JetStream connections.
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { withAdminClient, type AdminClient } from '../admin/client.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { loadConfig, type Config } from '../config.ts';
@@ -60,4 +61,10 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   } finally {
     await nc.drain().catch(() => {});
   }
+}
+
+/** Run `fn` with an admin client as the operator NATS_URL, NATS_USER and NATS_PASSWORD name. */
+export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  return withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword }, fn);
 }

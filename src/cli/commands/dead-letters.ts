@@ -1,10 +1,10 @@
 // `hookstream dead-letters list|show|replay`: thin clients of the admin subject (admin.dead_letters.*).
-import { withAdminClient } from '../../admin/client.ts';
 import type { DeadLetterFilterIn, DeadLetterOut, DeadLettersReplayManyOut } from '../../admin/protocol.ts';
 import { DEAD_LETTER_STATUSES, isDeadLetterStatus } from '../../deadletter/store.ts';
 import { parseDuration } from '../../domain/duration.ts';
 import { ErrorCode, HookstreamError } from '../../errors.ts';
 import { table, UsageError, type Command, type OptionValues } from '../command.ts';
+import { withAdmin } from '../context.ts';
 
 const FILTER_HELP = [
   '  --tenant T         only this tenant',
@@ -74,7 +74,7 @@ export const deadLettersList: Command = {
     if (status !== undefined && !isDeadLetterStatus(status)) throw new UsageError(`--status must be ${DEAD_LETTER_STATUSES.join(' or ')}`);
     const limit = limitOf(values, 'limit');
     const cursor = typeof values['cursor'] === 'string' ? values['cursor'] : undefined;
-    const { data, next } = await withAdminClient(async (admin) => {
+    const { data, next } = await withAdmin(async (admin) => {
       const rows: DeadLetterOut[] = [];
       let c = cursor;
       for (;;) {
@@ -97,7 +97,7 @@ export const deadLettersShow: Command = {
   help: 'Asks admin.dead_letters.show; the admin role opens the sealed record with HOOKSTREAM_DEAD_LETTER_SECRET_KEY.',
   positionals: { min: 1, max: 1, names: 'ID' },
   async run({ positionals, out }) {
-    const shown = await withAdminClient((admin) => admin.showDeadLetter({ id: positionals[0]! }));
+    const shown = await withAdmin((admin) => admin.showDeadLetter({ id: positionals[0]! }));
     const d = shown.dead_letter;
     out.data(shown, () => [
       `${d.id}  ${d.status}`,
@@ -144,14 +144,14 @@ export const deadLettersReplay: Command = {
     const id = positionals[0];
     if (id !== undefined) {
       if (Object.keys(filter).length) throw new UsageError('give an ID or filters, not both');
-      const r = await withAdminClient((admin) => admin.replayDeadLetter({ id, force: values['force'] === true }));
+      const r = await withAdmin((admin) => admin.replayDeadLetter({ id, force: values['force'] === true }));
       out.data(r, () => `replayed ${r.dead_letter.id} (${r.dead_letter.webhook_id} to ${r.dead_letter.endpoint_id}), replay #${r.dead_letter.replay_count}`);
       return;
     }
     if (Object.keys(filter).length === 0) throw new UsageError('give an ID, or at least one filter (--endpoint, --tenant, --event, --since, --until)');
     if (values['force'] === true) throw new UsageError('--force applies to one ID only');
     const batch = limitOf(values, 'batch');
-    const result = await withAdminClient(async (admin) => {
+    const result = await withAdmin(async (admin) => {
       const all: DeadLettersReplayManyOut = { replayed: [], failed: [], total: 0, next_cursor: null };
       let cursor: string | undefined;
       do {

@@ -1,6 +1,6 @@
 // `hookstream deliveries show WEBHOOK_ID --endpoint ID`: a thin client of admin.deliveries.show.
-import { withAdminClient } from '../../admin/client.ts';
 import { requireString, table, type Command } from '../command.ts';
+import { withAdmin } from '../context.ts';
 
 export const deliveriesShow: Command = {
   name: 'deliveries show',
@@ -17,7 +17,7 @@ export const deliveriesShow: Command = {
   positionals: { min: 1, max: 1, names: 'WEBHOOK_ID' },
   async run({ values, positionals, out }) {
     const endpoint = requireString(values, 'endpoint');
-    const s = await withAdminClient((admin) => admin.showDelivery({ webhook_id: positionals[0]!, endpoint }));
+    const s = await withAdmin((admin) => admin.showDelivery({ webhook_id: positionals[0]!, endpoint }));
     out.data(s, () => [
       `${s.webhook_id} to ${s.endpoint_id}: ${s.state.toUpperCase()}`,
       `  ${s.reason}`,

@@ -1,11 +1,10 @@
 // `hookstream events publish` (as a producer) and `events rejected` (a thin client of admin.events.rejected*).
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { withAdminClient } from '../../admin/client.ts';
 import type { RejectedEventOut } from '../../admin/protocol.ts';
 import { isEventName } from '../../domain/catalogue.ts';
 import { eventSubject } from '../../../streams/events.ts';
 import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
-import { withProducer } from '../context.ts';
+import { withAdmin, withProducer } from '../context.ts';
 import { randomUUID } from 'node:crypto';
 import { UnreachableError, describe } from '../../errors.ts';
 
@@ -81,7 +80,7 @@ export const eventsRejected: Command = {
     const show = values['show'];
     if (show !== undefined) {
       if (typeof show !== 'string' || !/^\d+$/.test(show) || Number(show) < 1) throw new UsageError('--show takes the SEQ of a listed rejected event');
-      const r = await withAdminClient((admin) => admin.showRejectedEvent({ seq: Number(show) }));
+      const r = await withAdmin((admin) => admin.showRejectedEvent({ seq: Number(show) }));
       const e = r.rejected;
       const bytes = Buffer.from(r.body_base64, 'base64');
       const text = r.body_text === null ? `(not UTF-8; ${bytes.length} bytes, base64 with --json)` : r.body_text;
@@ -107,7 +106,7 @@ export const eventsRejected: Command = {
     }
     const limit = limitRaw === undefined ? undefined : Number(limitRaw);
     const cursor = typeof values['cursor'] === 'string' ? values['cursor'] : undefined;
-    const { data, next } = await withAdminClient(async (admin) => {
+    const { data, next } = await withAdmin(async (admin) => {
       const rows: RejectedEventOut[] = [];
       let c = cursor;
       for (;;) {
