@@ -6,8 +6,9 @@
 // append to the ENDPOINTS stream, deliveries still die, and the API answers 503. Once it is back: the
 // projection equals the fold of the stream, and each dead delivery is exactly one dead letter.
 import test, { type ExecutionContext } from 'ava';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
-import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import { startPostgresServer, type PostgresServer } from './helpers/postgres-server.ts';
 import { apiClient } from './helpers/api-client.ts';
 import { applyEndpointEvent, isEndpointEvent, type EndpointState } from '../src/domain/endpoint.ts';
@@ -21,14 +22,13 @@ import { deliveryAddress } from '../streams/deliveries.ts';
 import { readCheckpoint } from '../projections/checkpoint.ts';
 
 let pgServer: PostgresServer | undefined;
-let h: Harness;
-const receivers: Receiver[] = [];
+let h: TestService;
 /** Every log line of the service (errors only, unless TEST_LOG_LEVEL says otherwise). */
 const logLines: { msg: string }[] = [];
 
 test.before(async () => {
   pgServer = await startPostgresServer();
-  h = await startHarness('pg_restart', {
+  h = await startTestService('pg_restart', {
     HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
     HOOKSTREAM_ATTEMPT_TIMEOUT: '2s',
     HOOKSTREAM_RATE_LIMIT: '100000',
@@ -41,13 +41,12 @@ test.before(async () => {
   });
 });
 test.after.always(async () => {
-  await Promise.all(receivers.map((r) => r.close()));
-  // The service first, then the private server and its directory, whatever happened in the tests:
+  // The receivers and the service first, then the private server and its directory, whatever happened in the tests:
   // even when the service does not stop (that fails the file, but leaves no server behind).
   let stopped = true;
   try {
     if (h) {
-      const closing = h.close().then(() => true);
+      const closing = h.closeAll().then(() => true);
       stopped = await Promise.race([closing, new Promise<boolean>((r) => setTimeout(() => r(false), 30_000).unref())]);
       if (!stopped) await h.nats.dispose();
     }
@@ -58,12 +57,6 @@ test.after.always(async () => {
 });
 
 const server = (): PostgresServer => pgServer!;
-const receiver = async (...args: Parameters<typeof startReceiver>) => {
-  const r = await startReceiver(...args);
-  receivers.push(r);
-  return r;
-};
-const publish = (tenant: string, type: string, data: unknown) => h.service.js.publish(`events.${tenant}.${type}`, JSON.stringify(data));
 const logged = (msg: string) => logLines.filter((l) => l.msg === msg).length;
 const sql = <T>(query: string, params: unknown[] = []) => h.service.orm!.em.getConnection().execute<T[]>(query, params);
 
@@ -124,14 +117,14 @@ const byId = (rows: Map<string, EndpointRow>) => [...rows.values()].sort((a, b) 
 
 test.serial('deliveries keep flowing while Postgres is down, also to an endpoint created during the outage', async (t) => {
   const tenant = 'tenant_pg_down_delivery' as TenantId;
-  const early = await receiver();
+  const early = await h.receiver();
   await h.store.create(tenant, { url: early.url, events: ['user.*'] });
   const total = 40;
   const late = await whilePostgresIsDown(async () => {
     // Commands append to the ENDPOINTS stream; the directory of the delivery path reads that stream.
-    const r = await receiver();
+    const r = await h.receiver();
     await h.store.create(tenant, { url: r.url, events: ['user.*'] });
-    for (let i = 0; i < total; i++) await publish(tenant, 'user.updated', { userId: `user_${i}` });
+    for (let i = 0; i < total; i++) await h.publish(tenant, 'user.updated', { userId: `user_${i}` });
     const delivered = (x: Receiver) => new Set(x.received.map((g) => String(g.headers['webhook-id']))).size;
     await eventually(() => (delivered(early) >= total && delivered(r) >= total ? true : undefined), 30_000, 'every event delivered to both endpoints with Postgres down');
     return r;
@@ -180,12 +173,12 @@ test.serial('endpoint commands made while Postgres is down reach the projection 
 
 test.serial('a delivery that dies while Postgres is down becomes exactly one dead letter once it is back', async (t) => {
   const tenant = 'tenant_pg_down_dead' as TenantId;
-  const r = await receiver(() => 500);
+  const r = await h.receiver(() => 500);
   const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.banned'] });
   const failuresBefore = logged('dead-lettering failed; will retry');
 
   await whilePostgresIsDown(async () => {
-    await publish(tenant, 'user.banned', { userId: 'user_9', reason: 'spam' });
+    await h.publish(tenant, 'user.banned', { userId: 'user_9', reason: 'spam' });
     // One attempt and the two retries of the schedule, then the advisory.
     await r.waitFor(3);
     // The dead-letter role received the advisory, could not store it, and left it unacked.
