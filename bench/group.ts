@@ -1,6 +1,7 @@
-// One group of scenarios: its own nats-server (free port, temporary store), its own Postgres database,
-// its endpoints created through the real command side, and the environment its service process runs
-// with. The servers and databases come from the test helpers, the one place tests and bench start them.
+// One group of scenarios: its own nats-server (free port, temporary store; or a cluster, --cluster), its
+// own Postgres database, its endpoints created through the real command side, and the environment its
+// service process runs with. The servers and databases come from the test helpers, the one place tests
+// and bench start them.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { generateKeys, type GeneratedKeys } from '../src/crypto/sodium.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
 import type { EventName } from '../src/domain/catalogue.ts';
 import type { TenantId } from '../src/domain/ids.ts';
-import { startNatsServer, type NatsServer } from '../test/helpers/nats-server.ts';
+import { startNatsServer } from '../test/helpers/nats-server.ts';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/database.ts';
 import type { Options } from './options.ts';
 import { cleanups, type ServiceProcess } from './processes.ts';
@@ -53,9 +54,23 @@ export function plan(tenants: number, perTenant: number, ports: number[], prefix
   return out;
 }
 
+/** NATS servers a group runs against, started by its scenario (a cluster); by default one of its own. */
+export interface NatsTarget {
+  url: string;
+  /** The service's login (nats.conf's `service`), when the servers run nats.conf. */
+  service?: { user: string; password: string };
+  /** The producer's login (nats.conf's `publisher`, in PRODUCERS): its acks come to `_INBOX.`. */
+  producer?: { user: string; password: string };
+  /** More environment for the service (HOOKSTREAM_REPLICAS). */
+  env?: Record<string, string>;
+  /** The nats-server processes, for CPU metering. */
+  pids(): number[];
+}
+
 export interface Group {
   name: string;
-  nats: NatsServer;
+  /** The group's nats-server processes. */
+  natsPids(): number[];
   db: TestDatabase;
   keys: GeneratedKeys;
   config: Config;
@@ -68,17 +83,26 @@ export interface Group {
   dir: string;
 }
 
-export async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[]): Promise<Group> {
-  const dir = mkdtempSync(join(tmpdir(), `hookstream-bench-${name}-`));
+/** A nats-server of the group's own, removed at exit (kept, stopped, with --keep). */
+async function ownServer(name: string, opts: Options): Promise<NatsTarget> {
   const nats = await startNatsServer();
+  cleanups.push(async () => {
+    if (!opts.keep) return nats.dispose();
+    await nats.stop();
+    say(`kept ${name}: NATS store ${nats.storeDir}`);
+  });
+  return { url: nats.url, pids: () => (nats.pid === undefined ? [] : [nats.pid]) };
+}
+
+export async function startGroup(name: string, opts: Options, endpoints: EndpointPlan[], target?: NatsTarget): Promise<Group> {
+  const dir = mkdtempSync(join(tmpdir(), `hookstream-bench-${name}-`));
+  const nats = target ?? await ownServer(name, opts);
   const db = await createTestDatabase(`bench_${name}`);
   cleanups.push(async () => {
     if (opts.keep) {
-      await nats.stop();
-      say(`kept ${name}: service log ${join(dir, 'service.log')}, NATS store ${nats.storeDir}, database ${db.name}`);
+      say(`kept ${name}: service log ${join(dir, 'service.log')}, database ${db.name}`);
       return;
     }
-    await nats.dispose();
     await db.drop();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -96,16 +120,23 @@ export async function startGroup(name: string, opts: Options, endpoints: Endpoin
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
     HOOKSTREAM_DATA_DIR: join(dir, 'data'),
     HOOKSTREAM_LOG_LEVEL: process.env['HOOKSTREAM_LOG_LEVEL'] ?? 'warn',
+    ...(nats.service ? { NATS_USER: nats.service.user, NATS_PASSWORD: nats.service.password } : {}),
+    ...nats.env,
   };
   const config = loadConfig(env);
-  const nc = await connectNats({ url: nats.url, name: 'hookstream-bench-producer' });
-  cleanups.unshift(async () => { await nc.close(); });
-  const js = jetstream(nc);
+  const connectAs = async (login: { user: string; password: string } | undefined, inboxPrefix?: string) => {
+    const c = await connectNats({ url: nats.url, user: login?.user, password: login?.password, name: 'hookstream-bench-producer', inboxPrefix });
+    cleanups.unshift(async () => { await c.close(); });
+    return c;
+  };
+  const nc = await connectAs(nats.service);
+  // Without logins one connection sets up and produces; with nats.conf only PRODUCERS may publish events.
+  const producer = nats.producer ? await connectAs(nats.producer, '_INBOX') : nc;
   const jsm = await jetstreamManager(nc);
   await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
 
   // Endpoints are created through the real command side (the same events the API appends).
-  const { store } = createEndpoints({ js, jsm, masterKey: keys.masterKey, allowPrivateTargets: true });
+  const { store } = createEndpoints({ js: jetstream(nc), jsm, masterKey: keys.masterKey, allowPrivateTargets: true });
   const queue = endpoints.map((e, i) => [e, i] as const);
   let made = 0;
   const started = performance.now();
@@ -116,5 +147,5 @@ export async function startGroup(name: string, opts: Options, endpoints: Endpoin
     }
   }));
   progress(`${name}: ${endpoints.length} endpoints created in ${fmt((performance.now() - started) / 1000)} s`);
-  return { name, nats, db, keys, config, env, nc, js, endpoints, logFile: join(dir, 'service.log'), dir };
+  return { name, natsPids: nats.pids, db, keys, config, env, nc: producer, js: jetstream(producer), endpoints, logFile: join(dir, 'service.log'), dir };
 }

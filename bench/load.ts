@@ -90,9 +90,8 @@ export async function throughputRun(group: Group, receivers: Receivers, deliveri
   const total = events * perTenant;
   const meter = cpuMeter(group, receivers);
   const started = wallNow();
-  const publishing = publishBurst(group.js, subject, events, label);
-  await waitForCount(receivers, label, total, 300_000, label);
-  await publishing;
+  // A failed publish (a timed-out ack, on a cluster) ends the run with its error, not as an unhandled rejection.
+  await Promise.all([publishBurst(group.js, subject, events, label), waitForCount(receivers, label, total, 300_000, label)]);
   const cpu = meter();
   const stats = await receivers.stats(label);
   return { rate: total / ((stats.last - started) / 1000), cpu };

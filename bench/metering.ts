@@ -1,7 +1,6 @@
 // CPU and memory of the processes in a run, read from /proc: where the time of a scenario went.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import type { NatsServer } from '../test/helpers/nats-server.ts';
+import { readFileSync } from 'node:fs';
 import type { Group } from './group.ts';
 import type { Receivers } from './processes.ts';
 import { fmt } from './report.ts';
@@ -21,23 +20,11 @@ export function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-/** The nats-server process of a group, found by its port on the command line. */
-export function natsPid(nats: NatsServer): number | undefined {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (args[0]?.endsWith('nats-server') && args.includes(String(nats.port)) && args.includes(nats.storeDir)) return Number(entry);
-    } catch { /* gone */ }
-  }
-  return undefined;
-}
-
 /** Starts metering; the function returned gives each process's CPU since, in % of one core. */
 export function cpuMeter(group: Group, receivers: Receivers): () => string {
-  const nats = natsPid(group.nats);
+  // With a cluster, nats is the sum of its nodes (each % of one core).
   const pids: [string, number[]][] = [
-    ['service', group.service?.pids ?? []], ['nats', nats ? [nats] : []], ['receivers', [receivers.child.pid!]], ['bench', [process.pid]],
+    ['service', group.service?.pids ?? []], ['nats', group.natsPids()], ['receivers', [receivers.child.pid!]], ['bench', [process.pid]],
   ];
   const t0 = performance.now();
   const before = pids.map(([, ps]) => cpuTicksOf(ps));

@@ -39,6 +39,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --rate N               events per second of the latency and isolation phases (default: 1000)
   --sweep LIST           event rates of the max_rate_1to1 sweep (default: 1000,2000,3000,4000,5000,6000,8000)
   --split                run the service as two processes: the delivery role, and the other roles
+  --cluster              also run the throughput_100 rounds on a three-node nats-server cluster on loopback
+                         with HOOKSTREAM_REPLICAS=3: throughput_100_r3, ratio_100_r3
   --cpu-prof DIR         write V8 CPU profiles of the service process into DIR
   --keep                 keep the service logs, NATS stores and databases (printed at the end)
   -h, --help             this text
@@ -61,6 +63,7 @@ export interface Options {
   cpuProf: string | undefined;
   keep: boolean;
   split: boolean;
+  cluster: boolean;
 }
 
 function positiveInt(name: string, raw: string | undefined, fallback: number, max: number): number {
@@ -88,6 +91,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
         'cpu-prof': { type: 'string' },
         keep: { type: 'boolean' },
         split: { type: 'boolean' },
+        cluster: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -115,5 +119,6 @@ export function parseOptions(argv: string[]): Options | 'help' {
     cpuProf: v['cpu-prof'],
     keep: v.keep ?? false,
     split: v.split ?? false,
+    cluster: v.cluster ?? false,
   };
 }

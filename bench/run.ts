@@ -5,7 +5,7 @@
 // run in another child (bench/receivers.ts) on many loopback ports; the producer and the ceiling loop
 // run here. Progress and a table go to stderr; `--json` writes one JSON object to stdout.
 //
-// This file is the entry: options (options.ts), the groups (scenarios/), the child processes
+// This file is the entry: options (options.ts), the groups (scenarios/; --cluster: scenarios/cluster.ts), the child processes
 // (processes.ts), the load (load.ts), metering (metering.ts) and the report (report.ts).
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -17,6 +17,7 @@ import { fmt, KEYS, say, writeJson, type Figures } from './report.ts';
 import { groupSmall } from './scenarios/e100.ts';
 import { groupMedium } from './scenarios/e5000.ts';
 import { groupLarge } from './scenarios/e10000.ts';
+import { CLUSTER_KEYS, groupCluster } from './scenarios/cluster.ts';
 
 async function main(): Promise<number> {
   let opts: Options;
@@ -33,12 +34,14 @@ async function main(): Promise<number> {
   const natsVersion = (() => { try { return execFileSync(process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server', ['--version']).toString().trim(); } catch { return 'unknown'; } })();
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${natsVersion}`;
   say(`hookstream bench (${opts.size}): ${machine}`);
-  const figures: Figures = Object.fromEntries(KEYS.map((k) => [k, null]));
+  const figures: Figures = Object.fromEntries([...KEYS, ...(opts.cluster ? CLUSTER_KEYS : [])].map((k) => [k, null]));
   const started = performance.now();
   const receivers = await startReceivers(opts.ports);
   cleanups.push(async () => { await receivers.call({ cmd: 'stop' }).catch(() => {}); });
   try {
     if (['throughput', 'one', 'maxrate', 'latency', 'isolation'].some((s) => opts.only.has(s as Scenario))) await groupSmall(opts, size, receivers, figures);
+    // Right after the one-node throughput_100 rounds, so the two are measured close together.
+    if (opts.cluster) await groupCluster(opts, size, receivers, figures);
     if (opts.only.has('throughput')) await groupMedium(opts, size, receivers, figures);
     if (opts.only.has('scale') || opts.only.has('fanout')) await groupLarge(opts, size, receivers, figures);
   } finally {

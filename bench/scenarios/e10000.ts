@@ -2,7 +2,7 @@
 // restart times, idle CPU and memory with 10,000 consumers) and fanout (one event to 1,000 endpoints).
 import { plan, startGroup } from '../group.ts';
 import { eventBody } from '../load.ts';
-import { cpuTicks, cpuTicksOf, natsPid, rssMb, TICKS } from '../metering.ts';
+import { cpuTicks, cpuTicksOf, rssMb, TICKS } from '../metering.ts';
 import type { Options, Size } from '../options.ts';
 import { startServiceProcess, waitForCount, type Receivers } from '../processes.ts';
 import { fmt, median, progress, round, row, type Figures } from '../report.ts';
@@ -25,7 +25,7 @@ export async function groupLarge(opts: Options, size: Size, receivers: Receivers
     figures['startup_10000_s'] = round(group.service.readyMs / 1000);
     row('startup_10000_s', fmt(group.service.readyMs / 1000, 1), 'start to ready, consumers exist (target ≤ 20)');
     await sleep(3000);
-    const nPid = natsPid(group.nats);
+    const nPid = group.natsPids()[0];
     const t0 = performance.now();
     const c0 = cpuTicksOf(pids());
     const n0 = nPid ? cpuTicks(nPid) : 0;

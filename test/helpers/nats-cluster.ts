@@ -28,6 +28,8 @@ export interface ClusterNode {
   httpPort: number;
   storeDir: string;
   readonly running: boolean;
+  /** The running process's id (for CPU metering), undefined while stopped. */
+  readonly pid: number | undefined;
   start(): Promise<void>;
   /** SIGKILL: no shutdown, as a crashed machine. */
   kill(): Promise<void>;
@@ -73,6 +75,7 @@ export async function startNatsCluster(opts: { size?: number; name?: string } = 
     const node: ClusterNode = {
       name, port: p.client, url: `nats://127.0.0.1:${p.client}`, httpPort: p.http, storeDir,
       get running() { return proc !== undefined && proc.exitCode === null && proc.signalCode === null; },
+      get pid() { return node.running ? proc?.pid : undefined; },
       async start() {
         if (node.running) return;
         proc = spawn(BINARY, ['-c', conf], { stdio: 'ignore', env });

@@ -38,6 +38,8 @@ export interface NatsServer {
   url: string;
   port: number;
   storeDir: string;
+  /** The running process's id (for CPU metering), undefined while stopped. */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
   start(): Promise<void>;
   /** Stop and remove the store. */
@@ -63,6 +65,7 @@ export async function startNatsServer(opts: { config?: string } = {}): Promise<N
   await start();
   return {
     url: `nats://127.0.0.1:${port}`, port, storeDir, start, stop,
+    get pid() { return proc?.pid; },
     dispose: async () => { await stop(); rmSync(storeDir, { recursive: true, force: true }); },
   };
 }
