@@ -43,6 +43,16 @@ export async function steadyScenarios(ctx: {
     return { published: pub.length, achieved, cpu, publishP99: percentile(pub, 0.99), all: await receivers.stats(phase), healthy: await receivers.stats(phase, healthyPorts), loop };
   };
   type Steady = Awaited<ReturnType<typeof steadyOnce>>;
+  // A service just started (JIT, connection pools, first pulls of 100 consumers) stalls for up to a second in
+  // its first seconds of steady load; that is start-up, not the steady state these phases measure. Measured:
+  // without this, the first repetition's p99 was 0.6-1.7 s in every run and the sweep's first step failed.
+  let warm = false;
+  const warmUp = async () => {
+    if (warm) return;
+    warm = true;
+    progress(`warm-up: ${opts.rate} events/s for 5 s (not measured)`);
+    await steadyOnce('warmup', opts.rate, 5);
+  };
   /** `latencyReps` repetitions; each figure is the median over them (so one stall does not decide it). */
   const steady = async (phase: string) => {
     const reps: Steady[] = [];
@@ -59,6 +69,7 @@ export async function steadyScenarios(ctx: {
   const loopNote = (l: LoopStats) => `event-loop delay p99 ${fmt(l.eld_p99_ms, 1)} max ${fmt(l.eld_max_ms, 1)} ms; gc ${l.gc_count}× ${fmt(l.gc_total_ms, 0)} ms (max ${fmt(l.gc_max_ms, 1)})`;
 
   if (opts.only.has('latency') || opts.only.has('isolation')) {
+    await warmUp();
     progress(`latency: ${opts.rate} events/s for ${size.steadySeconds} s × ${size.latencyReps}, all endpoints healthy`);
     const h = await steady('steady');
     figures['latency_p50_ms'] = round(h.all.p50);
@@ -100,6 +111,7 @@ export async function steadyScenarios(ctx: {
     // sweep ends at the first step not held.
     const steps: { rate: number; achieved: number; p50: number; p99: number; late: number; held: boolean; cpu: string; loop: LoopStats }[] = [];
     let best = 0;
+    await warmUp();
     for (const rate of opts.sweep) {
       progress(`max_rate_1to1: ${rate} events/s for ${size.sweepSeconds} s`);
       const r = await steadyOnce(`sweep${rate}`, rate, size.sweepSeconds);
