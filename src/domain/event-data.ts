@@ -19,8 +19,6 @@ export const RejectionReason = {
   RouteFailed: 'route_failed',
 } as const;
 export type RejectionReason = (typeof RejectionReason)[keyof typeof RejectionReason];
-/** Kept for readers of the old name. */
-export type Rejection = RejectionReason;
 
 export interface EventLimits {
   /** Largest body accepted, in bytes (HOOKSTREAM_MAX_EVENT_BYTES). */

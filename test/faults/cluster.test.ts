@@ -9,7 +9,7 @@ import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helper
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 const ENDPOINTS = 3;
@@ -21,14 +21,10 @@ async function scenario(t: ExecutionContext, opts: { fault?: Fault; startTogethe
   const keys = generateKeys();
   const cluster = await startNatsCluster();
   const db = await createTestDatabase('faults_cluster').catch(async (e: unknown) => { await cluster.dispose(); throw e; });
-  const env = {
-    NATS_URL: cluster.url, NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, DATABASE_URL: db.url,
-    HOOKSTREAM_REPLICAS: '3', HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
-    // The production default's first step (5 s) is the ack wait, so a loaded machine does not redeliver attempts in flight.
-    HOOKSTREAM_RETRY_SCHEDULE: '5s,10s,20s,40s,60s',
-    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
-    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
-  };
+  const env = instanceEnv({
+    natsUrl: cluster.url, databaseUrl: db.url, keys,
+    extra: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3' },
+  });
   const instances: Instance[] = [];
   const conns: NatsConnection[] = [];
   try {

@@ -17,7 +17,7 @@ import { openDatabase, closeDatabase } from '../../src/db/orm.ts';
 import { createApiKey } from '../../src/apikeys/store.ts';
 import { createLogger } from '../../src/log.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 /** Deliveries to the failing endpoint, published once Postgres is down: each must become one dead letter. */
@@ -41,13 +41,8 @@ test.serial('Postgres stopped mid-burst while deliveries die, then started again
   const nats = await startNatsServer();
   const pgServer = await startPostgresServer().catch(async (e: unknown) => { await nats.dispose(); throw e; });
   const dbUrl = pgServer.url('hookstream');
-  const env = {
-    NATS_URL: nats.url, DATABASE_URL: dbUrl, HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
-    // The first step (5 s) is the ack wait, as in the other scenarios; two retries so a failing delivery dies in ~10 s.
-    HOOKSTREAM_RETRY_SCHEDULE: '5s,5s',
-    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
-    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
-  };
+  // Two retries so a failing delivery dies in ~10 s.
+  const env = instanceEnv({ natsUrl: nats.url, databaseUrl: dbUrl, keys, retrySchedule: '5s,5s' });
   const instances: Instance[] = [];
   const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
   const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });

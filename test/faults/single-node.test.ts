@@ -6,7 +6,7 @@ import { startNatsServer } from '../helpers/nats-server.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 
@@ -15,12 +15,7 @@ test.serial('the service killed mid-burst, then NATS restarted, then the service
   const keys = generateKeys();
   const nats = await startNatsServer();
   const db = await createTestDatabase('faults_single').catch(async (e: unknown) => { await nats.dispose(); throw e; });
-  const env = {
-    NATS_URL: nats.url, DATABASE_URL: db.url, HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
-    HOOKSTREAM_RETRY_SCHEDULE: '5s,10s,20s,40s,60s',
-    HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
-    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
-  };
+  const env = instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys });
   const instances: Instance[] = [];
   const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
   const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });
