@@ -9,7 +9,7 @@ import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helper
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 const ENDPOINTS = 3;
@@ -36,17 +36,9 @@ async function scenario(t: ExecutionContext, opts: { fault?: Fault; startTogethe
     const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, ENDPOINTS);
     const producer = await connectNats({ url: cluster.url, user: 'publisher', password: CLUSTER_PASSWORDS.publisher, inboxPrefix: '_INBOX', name: 'fault-producer' });
     conns.push(producer);
-    let faultAt = Date.now();
-    let struck: Promise<string> | undefined;
-    const stats = await produce(producer, tenant, EVENTS, {
-      onProgress: (done) => {
-        if (opts.fault && !struck && done >= EVENTS * 0.4) {
-          faultAt = Date.now();
-          struck = opts.fault({ cluster, instances, admin });
-        }
-      },
-    });
-    const what = struck ? await struck : 'no fault';
+    const fault = opts.fault;
+    const { stats, faultAt, struck } = await produceWithFault(producer, tenant, EVENTS, fault && (() => fault({ cluster, instances, admin })));
+    const what = struck ?? 'no fault';
     const figures = await settle(ep, EVENTS, faultAt, 120_000);
     t.log(`${what}: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
     await ep.close();

@@ -116,6 +116,25 @@ export async function produce(nc: NatsConnection, tenant: string, total: number,
   return stats;
 }
 
+/**
+ * Produce `total` events and run `strike` once 40 % of them are stored (its start time is `faultAt`); resolves
+ * when both are done. Without a strike, a burst with no fault.
+ */
+export async function produceWithFault<T>(
+  nc: NatsConnection, tenant: string, total: number, strike?: (faultAt: number) => Promise<T>,
+): Promise<{ stats: ProducerStats; faultAt: number; struck: T | undefined }> {
+  let faultAt = Date.now();
+  let struck: Promise<T> | undefined;
+  const stats = await produce(nc, tenant, total, {
+    onProgress: (done) => {
+      if (!strike || struck || done < total * 0.4) return;
+      faultAt = Date.now();
+      struck = strike(faultAt);
+    },
+  });
+  return { stats, faultAt, struck: await struck };
+}
+
 export interface Figures {
   expected: number;
   delivered: number;

@@ -17,7 +17,7 @@ import { openDatabase, closeDatabase } from '../../src/db/orm.ts';
 import { createApiKey } from '../../src/apikeys/store.ts';
 import { createLogger } from '../../src/log.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 /** Deliveries to the failing endpoint, published once Postgres is down: each must become one dead letter. */
@@ -70,32 +70,23 @@ test.serial('Postgres stopped mid-burst while deliveries die, then started again
     });
 
     const dlFailuresBefore = () => instance.output.split('dead-lettering failed').length - 1;
-    let faultAt = Date.now();
     let restartedAt = 0;
     let outageMs = 0;
     let apiDuringOutage = 0;
-    let struck: Promise<void> | undefined;
-    const stats = await produce(producer, tenant, EVENTS, {
-      onProgress: (done) => {
-        if (struck || done < EVENTS * 0.4) return;
-        faultAt = Date.now();
-        struck = (async () => {
-          await pgServer.stop('fast');
-          const js = jetstream(admin);
-          for (let i = 0; i < DOOMED; i++) {
-            await js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ organizationId: `org_${i}` }), { msgID: `fault-pg-doomed-${i}` });
-          }
-          apiDuringOutage = (await api.get('/v1/webhooks')).status;
-          // Every attempt made (1 + 2 retries each): the deliveries died, and the dead-letter role failed to store them.
-          await failing.waitFor(DOOMED * 3, 60_000);
-          await until('the dead-letter role failing while Postgres is down', 20_000, () => (dlFailuresBefore() > 0 ? true : undefined));
-          await pgServer.start();
-          restartedAt = Date.now();
-          outageMs = restartedAt - faultAt;
-        })();
-      },
+    const { stats, faultAt } = await produceWithFault(producer, tenant, EVENTS, async (at) => {
+      await pgServer.stop('fast');
+      const js = jetstream(admin);
+      for (let i = 0; i < DOOMED; i++) {
+        await js.publish(`events.${tenant}.organization.updated`, JSON.stringify({ organizationId: `org_${i}` }), { msgID: `fault-pg-doomed-${i}` });
+      }
+      apiDuringOutage = (await api.get('/v1/webhooks')).status;
+      // Every attempt made (1 + 2 retries each): the deliveries died, and the dead-letter role failed to store them.
+      await failing.waitFor(DOOMED * 3, 60_000);
+      await until('the dead-letter role failing while Postgres is down', 20_000, () => (dlFailuresBefore() > 0 ? true : undefined));
+      await pgServer.start();
+      restartedAt = Date.now();
+      outageMs = restartedAt - at;
     });
-    await struck;
     t.true(restartedAt > 0, 'Postgres was stopped and started mid-burst');
 
     const apiRecoveryMs = await until('the API answering 200 after the restart', 30_000, async () => {

@@ -6,7 +6,7 @@ import { startNatsServer } from '../helpers/nats-server.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produce, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 
@@ -23,22 +23,13 @@ test.serial('the service killed mid-burst, then NATS restarted, then the service
     instances.push(await startInstance(env));
     const tenant = `tenant_faults_${Date.now()}` as TenantId;
     const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 3);
-    let faultAt = Date.now();
-    let struck: Promise<void> | undefined;
-    const stats = await produce(producer, tenant, EVENTS, {
-      onProgress: (done) => {
-        if (struck || done < EVENTS * 0.4) return;
-        faultAt = Date.now();
-        struck = (async () => {
-          await instances[0]!.kill('SIGKILL');
-          await new Promise((r) => setTimeout(r, 4000));
-          await nats.stop();
-          await nats.start();
-          instances.push(await startInstance(env));
-        })();
-      },
+    const { stats, faultAt } = await produceWithFault(producer, tenant, EVENTS, async () => {
+      await instances[0]!.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 4000));
+      await nats.stop();
+      await nats.start();
+      instances.push(await startInstance(env));
     });
-    await struck;
     const figures = await settle(ep, EVENTS, faultAt, 120_000);
     t.log(`service killed, NATS restarted 4 s later: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
     await ep.close();
