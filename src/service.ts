@@ -57,7 +57,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
   try {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
-    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
+    await ensureStreams(jsm, {
+      shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas,
+      onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
+    });
     const keys = await loadKeys(config, log, {
       // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts).
       master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin'),

@@ -11,19 +11,36 @@ import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import type { EnsureOptions } from './ensure.ts';
 
-export async function ensureStreams(jsm: JetStreamManager, opts: { shards: number; retrySchedule: number[]; replicas: number }): Promise<void> {
+/** How long start-up keeps trying while JetStream does not answer (a cluster electing leaders, say). */
+const STARTUP_PATIENCE_MS = 60_000;
+const TRANSIENT = /timeout|no responders|503|unavailable/i;
+
+/**
+ * Create or update every stream. Each step is idempotent, so a JetStream that does not answer for a while
+ * (a cluster electing its meta leader, several instances creating replicated streams at once) is waited
+ * out for a minute, from the first step, before start-up fails with one line.
+ */
+export async function ensureStreams(
+  jsm: JetStreamManager, opts: { shards: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void },
+): Promise<void> {
   const o: EnsureOptions = { replicas: opts.replicas };
-  try {
-    await ensureEndpointsStream(jsm, o);
-    await ensureEventsStream(jsm, o);
-    await ensureDeliveryStreams(jsm, opts.shards, o);
-    await ensureDeadLetterStream(jsm, opts.shards, o);
-    await ensureAttemptsStream(jsm, opts.retrySchedule, o);
-    await ensureRejectedStream(jsm, o);
-    await ensureOpsStream(jsm, o);
-    await ensureEndpointHealthStream(jsm, o);
-  } catch (e) {
-    throw startupError(e);
+  const until = Date.now() + STARTUP_PATIENCE_MS;
+  for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+    try {
+      await ensureEndpointsStream(jsm, o);
+      await ensureEventsStream(jsm, o);
+      await ensureDeliveryStreams(jsm, opts.shards, o);
+      await ensureDeadLetterStream(jsm, opts.shards, o);
+      await ensureAttemptsStream(jsm, opts.retrySchedule, o);
+      await ensureRejectedStream(jsm, o);
+      await ensureOpsStream(jsm, o);
+      await ensureEndpointHealthStream(jsm, o);
+      return;
+    } catch (e) {
+      if (isHookstreamError(e) || !TRANSIENT.test(describe(e)) || Date.now() + wait > until) throw startupError(e);
+      opts.onRetry?.(describe(e));
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 }
 
