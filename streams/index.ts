@@ -13,6 +13,7 @@ import type { EnsureOptions } from './ensure.ts';
 
 /** How long start-up keeps trying while JetStream does not answer (a cluster electing leaders, say). */
 const STARTUP_PATIENCE_MS = 60_000;
+/** JetStream not answering for now: waited out at start-up, then reported as unreachable. */
 const TRANSIENT = /timeout|no responders|503|unavailable/i;
 
 /**
@@ -49,7 +50,7 @@ export function startupError(e: unknown): HookstreamError {
   if (isHookstreamError(e)) return e;
   const reason = describe(e);
   // Timeouts and 503s: JetStream is off, or a cluster has no meta leader (a majority of its servers is down).
-  if (/timeout|no responders|503|not enabled|unavailable/i.test(reason)) {
+  if (TRANSIENT.test(reason) || /not enabled/i.test(reason)) {
     return new UnreachableError(`JetStream did not answer (${reason}): start nats-server with -js; on a cluster, a majority of its servers must be up`, e);
   }
   return new HookstreamError(ErrorCode.Internal, `creating the JetStream streams failed: ${reason}`, { cause: e });
