@@ -3,11 +3,17 @@
 // two with --split), whose readiness and event-loop figures also come over IPC. nats-server and the
 // databases are started by the test helpers (test/helpers/), which tests and bench share.
 import { fork, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import type { PhaseStats, PortMode, ReceiverCommand, ReceiverReply } from './receivers.ts';
 import type { LoopStats, ServiceChildCommand, ServiceChildMessage } from './service-child.ts';
 import { progress } from './report.ts';
 import { sleep } from './time.ts';
+
+/** The node flags of `npm start` (package.json), so the bench measures the service as it is run. */
+const SERVICE_NODE_FLAGS: string[] = (() => {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
+  return pkg.scripts.start.match(/(?<=\s)--[\w-]+(?:=\S+)?/g) ?? [];
+})();
 
 /**
  * Undone at exit, first to last, also on failure and SIGINT. Servers and databases go last (push), the
@@ -118,7 +124,7 @@ export async function startServiceProcess(group: ServiceSetup, opts: ServiceOpti
 
 async function startChild(group: ServiceSetup, opts: ServiceOptions, roles: string, timeoutMs: number): Promise<{ child: ChildProcess; stop(): Promise<void> }> {
   const log = openSync(group.logFile, 'a');
-  const execArgv = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [];
+    const execArgv = [...SERVICE_NODE_FLAGS, ...(opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [])];
   const child = fork(new URL('./service-child.ts', import.meta.url).pathname, [], {
     env: { ...group.env, HOOKSTREAM_ROLES: roles }, execArgv, stdio: ['ignore', log, log, 'ipc'],
   });
