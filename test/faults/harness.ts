@@ -21,7 +21,8 @@ export interface Instance {
 
 /** `hookstream serve` in a child process; resolves once it logged that it started (or rejects with its output). */
 export async function startInstance(env: Record<string, string>, timeoutMs = 60_000): Promise<Instance> {
-  const child: ChildProcess = spawn(process.execPath, [MAIN, 'serve'], {
+  // npm start's node flags (package.json).
+  const child: ChildProcess = spawn(process.execPath, ['--no-allocation-site-pretenuring', MAIN, 'serve'], {
     env: { ...process.env, PORT: '0', OPS_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
