@@ -124,7 +124,7 @@ export async function startServiceProcess(group: ServiceSetup, opts: ServiceOpti
 
 async function startChild(group: ServiceSetup, opts: ServiceOptions, roles: string, timeoutMs: number): Promise<{ child: ChildProcess; stop(): Promise<void> }> {
   const log = openSync(group.logFile, 'a');
-    const execArgv = [...SERVICE_NODE_FLAGS, ...(opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [])];
+  const execArgv = [...SERVICE_NODE_FLAGS, ...(opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [])];
   const child = fork(new URL('./service-child.ts', import.meta.url).pathname, [], {
     env: { ...group.env, HOOKSTREAM_ROLES: roles }, execArgv, stdio: ['ignore', log, log, 'ipc'],
   });
