@@ -21,6 +21,7 @@ import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
+import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
 import { startAdmin } from './admin/server.ts';
 import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
@@ -112,6 +113,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
       publisher = p;
       stops.push(async () => p.close());
     }
+    // The delivery role and the router pull again when one of their consumers elects a leader.
+    const leaders = roles.has('delivery') || roles.has('router') ? watchConsumerLeaders(nc, { log, metrics }) : undefined;
+    if (leaders) stops.push(async () => leaders.stop());
 
     // Operational events (issue 10: ops.<tenant>.<type>), published by the dead-letter and delivery roles.
     const opsEvents = createOpsEvents({ js, log: log.child({ role: 'ops-events' }), metrics });
@@ -141,7 +145,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       });
       stops.push(() => health.stop());
       const delivery = await startDelivery({
-        js, jsm, directory, sender, publisher, secrets: sealer, health,
+        js, jsm, directory, sender, publisher, secrets: sealer, health, leaders,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });
@@ -151,7 +155,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (roles.has('router') && directory && publisher && webhookIds) {
       const router = await startRouter({
         js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
-        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
+        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders,
       });
       stops.push(() => router.stop());
     }

@@ -10,6 +10,7 @@ import type { EndpointId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { PullLoop, PullLoops } from './pull-loop.ts';
 
 export interface DeliveryOptions {
@@ -38,10 +39,12 @@ export async function startEndpointConsumers(deps: {
   directory: EndpointDirectory;
   loops: PullLoops;
   options: DeliveryOptions;
+  /** Pulls again when an endpoint's consumer elects a leader (a cluster lost a server). */
+  leaders?: ConsumerLeaders;
   log: Logger;
 }): Promise<EndpointConsumers> {
   const { js, jsm, directory, options, log } = deps;
-  const loops = new Map<EndpointId, PullLoop>();
+  const loops = new Map<EndpointId, { loop: PullLoop; untrack: () => void }>();
   let stopping = false;
 
   async function startLoop(state: EndpointState, known?: ConsumerConfig): Promise<void> {
@@ -59,14 +62,15 @@ export async function startEndpointConsumers(deps: {
     // 15 s heartbeat cost ~1,000 messages/s between client and server while nothing happens (issue 5).
     // A lost pull is still noticed after two missed heartbeats (60 s) and re-issued by the client.
     const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: PULL_EXPIRES_MS, idle_heartbeat: PULL_HEARTBEAT_MS });
-    loops.set(state.id, deps.loops.run(state.id, messages));
+    loops.set(state.id, { loop: deps.loops.run(state.id, messages), untrack: deps.leaders?.track(address.stream, state.id, messages) ?? (() => {}) });
   }
 
   async function stopLoop(id: EndpointId): Promise<void> {
-    const loop = loops.get(id);
-    if (!loop) return;
+    const running = loops.get(id);
+    if (!running) return;
     loops.delete(id);
-    await loop.stop();
+    running.untrack();
+    await running.loop.stop();
   }
 
   async function retire(state: EndpointState): Promise<void> {

@@ -13,6 +13,7 @@ import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import { createAttempts, type SecretOpener, type Sender } from './attempt.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
@@ -42,6 +43,8 @@ export async function startDelivery(deps: {
   metrics: ServiceMetrics;
   /** Issue 10: told every attempt's outcome (410 and long failure disable the endpoint); absent in some tests. */
   health?: EndpointHealthHook;
+  /** Pulls again when an endpoint's consumer elects a leader (src/nats/consumer-leaders.ts). */
+  leaders?: ConsumerLeaders;
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -56,7 +59,7 @@ export async function startDelivery(deps: {
     // The server's wait on the n-th delivery before it redelivers: the backoff step.
     waitFor: (deliveryCount) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!,
   });
-  const consumers = await startEndpointConsumers({ js: deps.js, jsm: deps.jsm, directory: deps.directory, loops, options, log });
+  const consumers = await startEndpointConsumers({ js: deps.js, jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log });
   log.info('delivery started', { endpoints: consumers.running() });
 
   return {

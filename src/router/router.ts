@@ -21,6 +21,7 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
@@ -50,10 +51,13 @@ export async function startRouter(deps: {
   webhookIds: WebhookIdCodec;
   /** Checked on every event before anything else (HOOKSTREAM_MAX_EVENT_BYTES, nesting depth). */
   limits: EventLimits;
+  /** Pulls again when the router's consumer elects a leader (src/nats/consumer-leaders.ts). */
+  leaders?: ConsumerLeaders;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
+  const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
   const { publisher } = deps;
 
   // Endpoint writes acked before an event was published must reach it: a sync that started after the
@@ -193,6 +197,7 @@ export async function startRouter(deps: {
 
   return {
     async stop() {
+      untrackLeader?.();
       await messages.close();
       await loop;
       await Promise.allSettled([...publishesDone]);

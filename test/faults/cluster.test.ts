@@ -9,7 +9,8 @@ import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helper
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { deliveryStream } from '../../streams/deliveries.ts';
+import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 const ENDPOINTS = 3;
@@ -81,6 +82,31 @@ test.serial('the JetStream meta leader killed mid-burst', (t) => scenario(t, {
     return `meta leader ${name} killed`;
   },
 }));
+
+// The node leading an endpoint's consumer (not the meta leader, whose loss is its own scenario): the
+// pull that waited there is lost with it. Every instance follows the consumer's leader election and
+// pulls again at once (src/nats/consumer-leaders.ts) instead of after two missed 30 s heartbeats.
+test.serial('the node leading an endpoint consumer killed mid-burst: the instances pull again at the election', async (t) => {
+  let instancesSeen: Instance[] = [];
+  await scenario(t, {
+    fault: async ({ cluster, admin, instances }) => {
+      instancesSeen = instances;
+      const jsm = await jetstreamManager(admin);
+      const meta = await cluster.metaLeader();
+      let victim: string | undefined;
+      for (let shard = 0; shard < FAULT_SHARDS && !victim; shard++) {
+        for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+          const leader = ci.cluster?.leader;
+          if (leader && leader !== meta) { victim = leader; break; }
+        }
+      }
+      const name = victim ?? (await streamLeader(admin, 'EVENTS'))!;
+      await cluster.node(name).kill();
+      return `endpoint consumer leader ${name} killed`;
+    },
+  });
+  t.true(instancesSeen.some((i) => i.output.includes('pulled again after consumer leader elections')), 'an instance renewed its pulls at the election');
+});
 
 test.serial('one of two instances killed mid-burst', (t) => scenario(t, {
   fault: async ({ instances }) => {

@@ -177,11 +177,14 @@ export { generateKeys, initSodium };
  * The retry schedule's first step is the ack wait: 5 s, as in production, so a loaded machine does not
  * redeliver attempts still in flight.
  */
+/** HOOKSTREAM_DELIVERY_SHARDS of the scenarios' instances. */
+export const FAULT_SHARDS = 4;
+
 export function instanceEnv(opts: {
   natsUrl: string; databaseUrl: string; keys: ReturnType<typeof generateKeys>; retrySchedule?: string; extra?: Record<string, string>;
 }): Record<string, string> {
   return {
-    NATS_URL: opts.natsUrl, DATABASE_URL: opts.databaseUrl, HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+    NATS_URL: opts.natsUrl, DATABASE_URL: opts.databaseUrl, HOOKSTREAM_DELIVERY_SHARDS: String(FAULT_SHARDS), HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
     HOOKSTREAM_RETRY_SCHEDULE: opts.retrySchedule ?? '5s,10s,20s,40s,60s',
     HOOKSTREAM_MASTER_KEY: opts.keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: opts.keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: opts.keys.deadLetterSecretKey,

@@ -1,0 +1,81 @@
+// Re-pulls when a consumer elects a leader (a NATS server lost on a cluster). A pull request waits at the
+// consumer's leader, so one made before the election is gone with the old leader; nats.js notices only
+// after two missed heartbeats (60 s with the delivery role's 30 s heartbeats), and until then that
+// endpoint, or the router, gets nothing (the fault suite measured pauses of 20-83 s). The advisory that
+// JetStream publishes on every consumer leader election ends that pause with a fresh pull.
+import type { ConsumerMessages } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+
+/** `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.<stream>.<consumer>`; the service user may subscribe to it (nats.conf). */
+export const LEADER_ELECTED_PREFIX = '$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.';
+const SUMMARY_MS = 1000;
+
+export interface ConsumerLeaders {
+  /** Re-pull `messages` whenever `stream`'s consumer `consumer` elects a leader; returns the undo. */
+  track(stream: string, consumer: string, messages: ConsumerMessages): () => void;
+  stop(): void;
+}
+
+/**
+ * nats.js 3 gives a consume() no public way to pull again; its implementation's resetPending() is what
+ * it runs itself after missed heartbeats (forget what the lost requests asked for, pull afresh).
+ */
+function pullAgain(messages: ConsumerMessages): Promise<boolean> | undefined {
+  const impl = messages as ConsumerMessages & Partial<{ resetPending(): Promise<boolean> }>;
+  return typeof impl.resetPending === 'function' ? impl.resetPending() : undefined;
+}
+
+export function watchConsumerLeaders(nc: NatsConnection, deps: { log: Logger; metrics: ServiceMetrics }): ConsumerLeaders {
+  const { log, metrics } = deps;
+  const tracked = new Map<string, ConsumerMessages>();
+  const key = (stream: string, consumer: string) => `${stream}.${consumer}`;
+  // A lost server moves the leaders of thousands of endpoint consumers at once: one line a second says how many.
+  let renewed = 0;
+  let summary: NodeJS.Timeout | undefined;
+  const counted = () => {
+    renewed++;
+    summary ??= setTimeout(() => {
+      log.info('pulled again after consumer leader elections', { consumers: renewed });
+      renewed = 0;
+      summary = undefined;
+    }, SUMMARY_MS);
+  };
+
+  let sub: Subscription | undefined;
+  try {
+    sub = nc.subscribe(`${LEADER_ELECTED_PREFIX}>`, {
+      callback: (err, m) => {
+        if (err) {
+          // A nats.conf from before this permission: pulls are then renewed after missed heartbeats only.
+          log.warn('cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats', { reason: describe(err) });
+          return;
+        }
+        const messages = tracked.get(m.subject.slice(LEADER_ELECTED_PREFIX.length));
+        if (!messages) return;
+        metrics.consumerRepulls.inc();
+        counted();
+        pullAgain(messages)?.catch((e: unknown) => log.warn('could not pull again after a leader election', { subject: m.subject, reason: describe(e) }));
+      },
+    });
+  } catch (e) {
+    log.warn('cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats', { reason: describe(e) });
+  }
+
+  return {
+    track(stream, consumer, messages) {
+      const k = key(stream, consumer);
+      tracked.set(k, messages);
+      return () => {
+        if (tracked.get(k) === messages) tracked.delete(k);
+      };
+    },
+    stop() {
+      clearTimeout(summary);
+      sub?.unsubscribe();
+      tracked.clear();
+    },
+  };
+}
