@@ -60,7 +60,8 @@ export async function startEndpointConsumers(deps: {
     const consumer = await js.consumers.get(address.stream, state.id);
     // Long pulls with the longest heartbeat nats.js allows: with 10,000 endpoints, the default 30 s pull and
     // 15 s heartbeat cost ~1,000 messages/s between client and server while nothing happens (issue 5).
-    // A lost pull is still noticed after two missed heartbeats (60 s) and re-issued by the client.
+    // A lost pull is noticed after two missed heartbeats (60 s) and re-issued by the client; one lost with
+    // its consumer's leader on a cluster is re-issued at the election (src/nats/consumer-leaders.ts).
     const messages = await consumer.consume({ max_messages: options.maxInFlight, expires: PULL_EXPIRES_MS, idle_heartbeat: PULL_HEARTBEAT_MS });
     loops.set(state.id, { loop: deps.loops.run(state.id, messages), untrack: deps.leaders?.track(address.stream, state.id, messages) ?? (() => {}) });
   }

@@ -12,6 +12,7 @@ import type { ServiceMetrics } from '../metrics.ts';
 /** `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.<stream>.<consumer>`; the service user may subscribe to it (nats.conf). */
 export const LEADER_ELECTED_PREFIX = '$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.';
 const SUMMARY_MS = 1000;
+const CANNOT_FOLLOW = 'cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats';
 
 export interface ConsumerLeaders {
   /** Re-pull `messages` whenever `stream`'s consumer `consumer` elects a leader; returns the undo. */
@@ -50,7 +51,7 @@ export function watchConsumerLeaders(nc: NatsConnection, deps: { log: Logger; me
       callback: (err, m) => {
         if (err) {
           // A nats.conf from before this permission: pulls are then renewed after missed heartbeats only.
-          log.warn('cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats', { reason: describe(err) });
+          log.warn(CANNOT_FOLLOW, { reason: describe(err) });
           return;
         }
         const messages = tracked.get(m.subject.slice(LEADER_ELECTED_PREFIX.length));
@@ -61,7 +62,7 @@ export function watchConsumerLeaders(nc: NatsConnection, deps: { log: Logger; me
       },
     });
   } catch (e) {
-    log.warn('cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats', { reason: describe(e) });
+    log.warn(CANNOT_FOLLOW, { reason: describe(e) });
   }
 
   return {
