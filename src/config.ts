@@ -28,8 +28,10 @@ export interface Config {
   attemptTimeoutMs: number;
   /** HOOKSTREAM_DISABLE_AFTER: an endpoint failing this long with no success is disabled; 0 never. */
   disableAfterMs: number;
+  /** HOOKSTREAM_DEAD_LETTER_BACKSTOP; 0: off. */
+  deadLetterBackstopMs: number;
   allowPrivateTargets: boolean;
-  /** JetStream max_ack_pending of each endpoint's consumer: its concurrent attempts. */
+  /** Each endpoint's lanes in a delivery process: its concurrent attempts there. */
   maxInFlightPerEndpoint: number;
   /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
   deliveryShards: number;
@@ -68,7 +70,8 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
   { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
-  { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint' },
+  { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
+  { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
@@ -101,10 +104,10 @@ function duration(name: string, raw: string): number {
   return ms;
 }
 
-/** HOOKSTREAM_DISABLE_AFTER: a duration, or 0 for never. */
-function disableAfter(env: Env): number {
-  const raw = str(env, 'HOOKSTREAM_DISABLE_AFTER', '5d');
-  return raw === '0' ? 0 : duration('HOOKSTREAM_DISABLE_AFTER', raw);
+/** A duration, or 0 for never. */
+function durationOrNever(env: Env, name: string, fallback: string): number {
+  const raw = str(env, name, fallback);
+  return raw === '0' ? 0 : duration(name, raw);
 }
 
 function flag(env: Env, name: string): boolean {
@@ -183,7 +186,8 @@ export function loadConfig(env: Env = process.env): Config {
     roles: [...new Set(roles)] as Role[],
     retrySchedule,
     attemptTimeoutMs,
-    disableAfterMs: disableAfter(env),
+    disableAfterMs: durationOrNever(env, 'HOOKSTREAM_DISABLE_AFTER', '5d'),
+    deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to

@@ -114,6 +114,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     failed: registry.counter('hookstream_delivery_attempts_failed_total', 'Failed attempts, by event type and kind'),
     dead: registry.counter('hookstream_deliveries_dead_total', 'Deliveries that ran out of retries, by event type'),
     deadLettersStored: registry.counter('hookstream_dead_letters_stored_total', 'Dead-letter records written'),
+    deadLettersBackstop: registry.counter('hookstream_dead_letters_backstop_total', 'Dead deliveries found in their queue by the backstop: their max-deliveries advisory was lost'),
     deadLettersReplayed: registry.counter('hookstream_dead_letters_replayed_total', 'Dead letters replayed'),
     opsEventsPublished: registry.counter('hookstream_ops_events_published_total', 'Operational events stored in OPS, by type'),
     endpointsDisabled: registry.counter('hookstream_endpoints_disabled_total', 'Endpoints this process disabled, by reason'),
@@ -121,6 +122,8 @@ export function createServiceMetrics(registry = new Metrics()) {
     consumerRepulls: registry.counter('hookstream_consumer_repulls_total', 'Pulls renewed because a consumer this process pulls elected a leader'),
     attemptSeconds: registry.histogram('hookstream_attempt_duration_seconds', 'Duration of delivery attempts',
       [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
+    messagesHeld: registry.gauge('hookstream_delivery_messages_held', 'Deliveries this process holds: in their attempt, or waiting for a lane or a rate-limit token'),
+    endpointsProbing: registry.gauge('hookstream_endpoints_probing', 'Endpoints this process probes one attempt at a time because their recent attempts all failed'),
     backlogPending: registry.gauge('hookstream_endpoint_backlog_pending', 'Deliveries waiting per endpoint'),
     backlogAckPending: registry.gauge('hookstream_endpoint_backlog_ack_pending', 'Deliveries in flight or awaiting retry per endpoint'),
   };

@@ -125,6 +125,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const handler = await startDeadLetterHandler({
         js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b) },
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
+        backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
       });
       stops.push(() => handler.stop());
     }
@@ -145,7 +146,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       });
       stops.push(() => health.stop());
       const delivery = await startDelivery({
-        js, jsm, directory, sender, publisher, secrets: sealer, health, leaders,
+        nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });
@@ -154,7 +155,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
 
     if (roles.has('router') && directory && publisher && webhookIds) {
       const router = await startRouter({
-        js, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
+        js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders,
       });
       stops.push(() => router.stop());

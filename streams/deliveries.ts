@@ -103,7 +103,7 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
  */
 export function endpointConsumer(
   endpointId: string,
-  opts: { shards: number; retrySchedule: number[]; maxInFlight: number; replicas?: number; rateLimit?: number | null },
+  opts: { shards: number; retrySchedule: number[]; replicas?: number },
 ): DurableDefinition & { filter_subject: string } {
   return {
     durable_name: endpointId,
@@ -117,9 +117,9 @@ export function endpointConsumer(
     ack_wait: nanos(opts.retrySchedule[0]!),
     backoff: opts.retrySchedule.map(nanos),
     max_deliver: opts.retrySchedule.length + 1,
-    // A rate-limited endpoint (issue 10) gets one slot per delivery per second instead: the delivery role
-    // keeps each slot for a second after its attempt ends, and the server counts slots across every
-    // instance, so no second ever holds more attempts than the limit (src/delivery/worker.ts).
-    max_ack_pending: opts.rateLimit ?? opts.maxInFlight,
+    // Not the concurrency bound (the delivery role pulls only for its free lanes, src/delivery/pull-loop.ts)
+    // nor the rate limit (tokens, streams/rate-limits.ts), but the room for deliveries waiting for a retry:
+    // as large as the queue, so a failed delivery never takes the place of a new one (issue 17).
+    max_ack_pending: MAX_QUEUED_PER_ENDPOINT,
   };
 }

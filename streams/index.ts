@@ -8,6 +8,7 @@ import { ensureAttemptsStream } from './attempts.ts';
 import { ensureRejectedStream } from './rejected.ts';
 import { ensureOpsStream } from './ops.ts';
 import { ensureEndpointHealthStream } from './endpoint-health.ts';
+import { ensureRoutedStream } from './routed.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import type { EnsureOptions } from './ensure.ts';
 
@@ -36,6 +37,7 @@ export async function ensureStreams(
       await ensureRejectedStream(jsm, o);
       await ensureOpsStream(jsm, o);
       await ensureEndpointHealthStream(jsm, o);
+      await ensureRoutedStream(jsm, o);
       return;
     } catch (e) {
       if (isHookstreamError(e) || !TRANSIENT.test(describe(e)) || Date.now() + wait > until) throw startupError(e);

@@ -21,6 +21,7 @@ test('defaults without any variable', (t) => {
     retrySchedule: [5_000, 30_000, 120_000, 900_000, 3_600_000, 14_400_000, 36_000_000, 50_400_000],
     attemptTimeoutMs: 15_000,
     disableAfterMs: 5 * 86_400_000,
+    deadLetterBackstopMs: 60_000,
     allowPrivateTargets: false,
     maxInFlightPerEndpoint: 16,
     deliveryShards: 128,

@@ -143,8 +143,8 @@ test.serial('429s lower an endpoint\'s concurrency; 2xx answers raise it again',
   await publish('tenant_aimd', 24);
   await r.waitFor(seen + 24 + 3, 30_000);
   await eventually(() => (r.received.filter((x) => x.at >= throttleUntil).length >= 24 ? true : undefined), 30_000, 'the backlog to get through');
-  // Failed attempts keep their consumer slots until the backoff brings them back, so the 429s come in waves
-  // (8 at once, then the limit's 4, then 2): every attempt after those 14 runs alone.
+  // The 429s come in waves as the limit halves (8 at once, then 4, then 2): every attempt after those 14
+  // runs alone.
   const throttled = r.received.slice(seen).filter((x) => x.at < throttleUntil);
   const during = throttled.slice(MAX_IN_FLIGHT + MAX_IN_FLIGHT / 2 + MAX_IN_FLIGHT / 4);
   t.log(r.received.slice(seen).map((x) => `${x.at - throttledFrom}:${x.concurrent}`).join(' '));

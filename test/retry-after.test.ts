@@ -21,24 +21,18 @@ test('Retry-After in seconds, as an HTTP date, capped at an hour, junk ignored',
   t.false(honoursRetryAfter(null));
 });
 
-test('next attempt: the schedule when it is later, else a nak delay that lands exactly on Retry-After', (t) => {
+test('next attempt: a nak whose delay lands on the schedule step, or on Retry-After when that is later', (t) => {
   const schedule = [300, 600, 2500];
-  // Retry-After shorter than the step: left to the backoff.
-  t.deepEqual(planNextAttempt({ now, touched: now - 50, step: 2500, firstStep: 300, retryAfterMs: 1000 }),
-    { action: 'leave', at: now + 2450, by: 'schedule' });
+  // Retry-After shorter than the step: the step, from the end of the attempt. nak(d) waits d + 2500 - 300.
+  t.deepEqual(planNextAttempt({ now, step: 2500, firstStep: 300, retryAfterMs: 1000 }), { delayMs: 300, at: now + 2500, by: 'schedule' });
   // Longer on the first delivery: nak(d) waits d exactly.
-  t.deepEqual(planNextAttempt({ now, touched: now - 50, step: schedule[0]!, firstStep: 300, retryAfterMs: 2000 }),
-    { action: 'nak', delayMs: 2000, at: now + 2000, by: 'retry_after' });
+  t.deepEqual(planNextAttempt({ now, step: schedule[0]!, firstStep: 300, retryAfterMs: 2000 }), { delayMs: 2000, at: now + 2000, by: 'retry_after' });
   // On the second: nak(d) waits d + 600 - 300, so d = 2000 - 300.
-  const p = planNextAttempt({ now, touched: now - 50, step: schedule[1]!, firstStep: 300, retryAfterMs: 2000 });
-  t.deepEqual(p, { action: 'nak', delayMs: 1700, at: now + 2000, by: 'retry_after' });
-  t.is(p.action === 'nak' ? p.delayMs + schedule[1]! - schedule[0]! : 0, 2000);
-  // Between what is left of the step and the whole step: working() restarts the step, which covers it.
-  t.deepEqual(planNextAttempt({ now, touched: now - 2000, step: 2500, firstStep: 300, retryAfterMs: 1000 }),
-    { action: 'working', at: now + 2500, by: 'retry_after' });
-  // A rate-limited endpoint's floor: its slot's second.
-  t.deepEqual(planNextAttempt({ now, touched: now - 100, step: 300, firstStep: 300, floorMs: 1000 }),
-    { action: 'nak', delayMs: 1000, at: now + 1000, by: 'rate_limit' });
+  const p = planNextAttempt({ now, step: schedule[1]!, firstStep: 300, retryAfterMs: 2000 });
+  t.deepEqual(p, { delayMs: 1700, at: now + 2000, by: 'retry_after' });
+  t.is(p.delayMs + schedule[1]! - schedule[0]!, 2000);
+  // Never an immediate nak: the delay is at least the first step.
+  t.true(planNextAttempt({ now, step: 2500, firstStep: 300 }).delayMs >= 300);
 });
 
 test('concurrency: halves once per burst of 429s down to 1, grows by one per success up to the maximum', (t) => {
@@ -56,4 +50,23 @@ test('concurrency: halves once per burst of 429s down to 1, grows by one per suc
   t.is(c.current, 4);
   for (let i = 0; i < 100; i++) c.succeeded();
   t.is(c.current, 16);
+});
+
+test('concurrency: failures in a row probe one attempt at a time; the first success opens it again', (t) => {
+  const c = createConcurrencyLimit(16);
+  c.failed();
+  c.failed();
+  t.is(c.current, 16, 'two failures do not yet probe');
+  c.succeeded();
+  c.failed();
+  c.failed();
+  t.false(c.probing, 'a success between failures starts the count again');
+  c.failed();
+  t.true(c.probing);
+  t.is(c.current, 1);
+  c.throttled(0, 10);
+  t.is(c.current, 1, 'a 429 while probing stays at one');
+  c.succeeded();
+  t.false(c.probing);
+  t.is(c.current, 8, 'the first 2xx opens the limit to what the 429s left');
 });

@@ -191,6 +191,9 @@ const producerReplies = (): [string, string][] => [
   ['purge of a delivery stream', '$JS.API.STREAM.PURGE.DELIVERIES_0'],
   ['an ack stored on another tenant\'s endpoint subject', `endpoints.${victim}`],
   ['an ack stored as another tenant\'s event', `events.${VICTIM}.user.updated`],
+  // Issue 17's subjects inside hookstream's account: bringing a tenant's retries forward, using up its rate.
+  ['a retry-now of another tenant\'s endpoint', `hookstream.retry_now.${victim}`],
+  ['a rate-limit token of another tenant\'s endpoint', `rate_limit.1.${victim}`],
 ];
 
 test.serial('a producer cannot reach the JetStream API, the endpoint log or another tenant with its reply subject', async (t) => {
@@ -223,6 +226,7 @@ const operatorReplies = (): [string, string][] => [
   ['purge of EVENTS', '$JS.API.STREAM.PURGE.EVENTS'],
   ['a webhook to a tenant', `events.${VICTIM}.user.updated`],
   ['a message in a tenant\'s delivery queue', deliveryAddress(victim, SHARDS).subject],
+  ['a retry-now of a tenant\'s endpoint', `hookstream.retry_now.${victim}`],
 ];
 
 test.serial('an operator cannot make the admin role publish into hookstream\'s account', async (t) => {

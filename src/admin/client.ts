@@ -9,7 +9,7 @@ import { describe, ErrorCode, HookstreamError, UnreachableError } from '../error
 import {
   AdminSubject, isAdminErrorReply, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
-  type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type RejectedEventShowIn, type RejectedEventShowOut,
+  type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut,
 } from './protocol.ts';
 
@@ -38,6 +38,7 @@ export interface AdminClient {
   showDelivery(req: DeliveryShowIn): Promise<DeliveryShowOut>;
   listRejectedEvents(req: RejectedEventsListIn): Promise<RejectedEventsListOut>;
   showRejectedEvent(req: RejectedEventShowIn): Promise<RejectedEventShowOut>;
+  retryNow(req: EndpointRetryNowIn): Promise<EndpointRetryNowOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -82,6 +83,7 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     showDelivery: (req) => call(AdminSubject.DeliveriesShow, req),
     listRejectedEvents: (req) => call(AdminSubject.EventsRejected, req),
     showRejectedEvent: (req) => call(AdminSubject.EventsRejectedShow, req),
+    retryNow: (req) => call(AdminSubject.EndpointsRetryNow, req),
     raw,
   };
 }

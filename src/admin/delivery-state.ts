@@ -11,7 +11,7 @@
 //   queued, no failure since it was queued       → pending   (waiting, or its first attempt is running)
 //   queued, failures since it was queued         → retrying  (next_attempt_at from the last failure;
 //                                                   waiting_on retry_after when the endpoint's Retry-After set it)
-//   queued, rate-limited endpoint, slots all taken → pending, waiting_on rate_limit
+//   queued, rate-limited endpoint, window full   → pending, waiting_on rate_limit
 //   not queued, dead letter `dead`               → dead
 //   not queued, dead letter `replayed`           → acknowledged (the replay left the queue alive)
 //   not queued, failures recorded                → acknowledged (a later attempt got a 2xx)
@@ -27,6 +27,7 @@ import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jets
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -83,12 +84,14 @@ export function createDeliveryStates(deps: {
   }
 
   /** Whether a rate-limited endpoint's consumer has every slot taken (its backlog waits on the limit). */
-  async function slotsFull(endpoint: string): Promise<boolean> {
+  /** Whether the endpoint's rate-limit window is full now (its tokens, streams/rate-limits.ts). */
+  async function windowFull(endpoint: string, perSecond: number): Promise<boolean> {
+    const subject = rateLimitSubject(perSecond, endpoint);
     try {
-      const ci = await jsm.consumers.info(deliveryAddress(endpoint, deps.shards).stream, endpoint);
-      return ci.num_ack_pending >= (ci.config.max_ack_pending ?? Infinity);
+      const si = await jsm.streams.info(rateLimitStream(perSecond), { subjects_filter: subject });
+      return (si.state.subjects?.[subject] ?? 0) >= perSecond;
     } catch {
-      return false; // no consumer (yet): nothing to wait on
+      return false; // no token stream (yet): nothing to wait on
     }
   }
 
@@ -142,7 +145,7 @@ export function createDeliveryStates(deps: {
               : ''),
           });
         }
-        if (endpoint?.rateLimit != null && await slotsFull(endpointId)) {
+        if (endpoint?.rateLimit != null && await windowFull(endpointId, endpoint.rateLimit)) {
           return {
             ...base, state: DeliveryState.Pending, waiting_on: WaitingOn.RateLimit,
             reason: `in the work queue behind the endpoint's rate limit (${endpoint.rateLimit} per second); waiting is not a failed attempt`,

@@ -16,6 +16,7 @@ export const AdminSubject = {
   DeliveriesShow: 'admin.deliveries.show',
   EventsRejected: 'admin.events.rejected',
   EventsRejectedShow: 'admin.events.rejected.show',
+  EndpointsRetryNow: 'admin.endpoints.retry_now',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -68,6 +69,11 @@ export interface DeadLettersReplayManyIn extends Omit<DeadLetterFilterIn, 'statu
 
 export interface DeliveryShowIn {
   webhook_id: string;
+  endpoint: string;
+}
+
+/** Bring an endpoint's waiting retries forward (after its receiver was fixed). */
+export interface EndpointRetryNowIn {
   endpoint: string;
 }
 
@@ -148,6 +154,14 @@ export interface DeadLettersReplayManyOut {
   /** Matching records when the run started (the first request), carried through the cursor. */
   total: number;
   next_cursor: string | null;
+}
+
+export interface EndpointRetryNowOut {
+  endpoint_id: string;
+  /** Deliveries waiting for a retry that were handed back to the server for an attempt now. */
+  brought_forward: number;
+  /** Delivery instances that answered. Retries failed by an instance that has since stopped keep their schedule. */
+  instances: number;
 }
 
 export const DeliveryState = {

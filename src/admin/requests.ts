@@ -135,6 +135,13 @@ export function parseReplayRequest(body: Body): { id: DeadLetterId; force: boole
   return { id, force: force === true };
 }
 
+export function parseRetryNowRequest(body: Body): { endpoint: EndpointId } {
+  onlyFields(body, ['endpoint']);
+  const endpoint = requiredString(body, 'endpoint');
+  if (!isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
+  return { endpoint };
+}
+
 export function parseDeliveryRequest(body: Body): { webhookId: MessageId; endpoint: EndpointId } {
   onlyFields(body, ['webhook_id', 'endpoint']);
   // Both present before either format: a request missing one is told that first.

@@ -13,10 +13,11 @@ import { createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
 import { createRejectedEvents } from './rejected-events.ts';
+import { requestRetryNow } from '../delivery/retry-now.ts';
 import { ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, type AdminErrorReply } from './protocol.ts';
 import {
   parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
-  parseReplayRequest, parseShowRequest,
+  parseReplayRequest, parseRetryNowRequest, parseShowRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -61,6 +62,12 @@ export async function startAdmin(deps: {
     [AdminSubject.DeliveriesShow]: (b) => { const q = parseDeliveryRequest(b); return deliveries.show(q.webhookId, q.endpoint); },
     [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
     [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
+    [AdminSubject.EndpointsRetryNow]: async (b) => {
+      const { endpoint } = parseRetryNowRequest(b);
+      const r = await requestRetryNow(nc, endpoint);
+      log.info('retry-now', { endpoint, brought_forward: r.broughtForward, instances: r.instances });
+      return { endpoint_id: endpoint, brought_forward: r.broughtForward, instances: r.instances };
+    },
   };
 
   async function answer(m: Msg): Promise<unknown> {

@@ -84,6 +84,7 @@ export const DeadLetter = defineEntity({
     { name: 'dead_letters_endpoint_idx', columns: [{ name: 'endpoint_id' }, { name: 'failed_at', sort: 'DESC' }] },
     { name: 'dead_letters_event_idx', columns: [{ name: 'event_type' }, { name: 'failed_at', sort: 'DESC' }] },
     { name: 'dead_letters_failed_at_idx', columns: [{ name: 'failed_at', sort: 'DESC' }] },
+    { name: 'dead_letters_source_idx', properties: ['sourceStream', 'sourceSeq'] },
   ],
 });
 export type DeadLetter = InferEntity<typeof DeadLetter>;

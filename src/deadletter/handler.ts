@@ -1,7 +1,8 @@
 // The dead-letter role: turns each captured max-deliveries advisory into exactly one sealed record.
-// Copy first (seal + upsert), then remove the message from its work queue, then ack the advisory, so a
-// crash at any step repeats the step instead of losing the message. The record is keyed by endpoint and
-// webhook-id: a repeated advisory (it can repeat after a server restart) finds the record already there.
+// Copy first (seal + upsert), then remove the message from its work queue, then announce it on OPS, then
+// ack the advisory, so a crash at any step repeats the step instead of losing the message. The record is
+// keyed by endpoint and webhook-id: a repeated advisory (it can repeat after a server restart) finds the
+// record already there. A backstop (backstop.ts) finds the deliveries whose advisory was lost.
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
@@ -12,7 +13,8 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
-import { storeDeadLetter } from './store.ts';
+import { findSourceDeadLetter, storeDeadLetter, type DeadLetterRow } from './store.ts';
+import { startBackstop, type Death } from './backstop.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import type { OpsEvents } from '../ops/events.ts';
 
@@ -38,6 +40,8 @@ export async function startDeadLetterHandler(deps: {
   retryDelayMs?: number;
   /** Where `message.attempt.exhausted` goes (issue 10); absent in tests that do not need it. */
   opsEvents?: OpsEvents;
+  /** The backstop (issue 17): how often it looks for dead deliveries whose advisory was lost; 0 turns it off. */
+  backstop?: { intervalMs: number; shards: number; maxDeliver: number };
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
 
@@ -60,6 +64,63 @@ export async function startDeadLetterHandler(deps: {
     }
   }
 
+  /** Tell the operational-event readers, once per dead letter and death (the message id dedupes repeats). */
+  async function announce(row: Pick<DeadLetterRow, 'id' | 'dead_count' | 'tenant' | 'endpoint_id' | 'webhook_id' | 'event_type' | 'attempts' | 'last_status' | 'last_error'>): Promise<void> {
+    if (!deps.opsEvents) return;
+    await deps.opsEvents.publish({
+      v: 1, type: OpsEventType.AttemptExhausted, tenant: row.tenant, endpoint: row.endpoint_id, at: new Date().toISOString(),
+      webhook_id: row.webhook_id, event_type: row.event_type, attempts: row.attempts, last_status: row.last_status,
+      last_error: row.last_error, dead_letter_id: row.id,
+    }, `exhausted.${row.id}.${row.dead_count}`);
+  }
+
+  /**
+   * Dead-letter the message at `stream`/`seq`, dropped by its endpoint's consumer: copy (seal + upsert),
+   * remove it from its work queue, then announce it. Every step is idempotent, so whoever calls it again
+   * (a repeated or retried advisory, the backstop) repeats what did not happen. Returns false when the
+   * message was already gone and no record names it (dropped with a deleted endpoint).
+   */
+  async function bury(death: Death): Promise<boolean> {
+    const original = await jsm.streams.getMessage(death.stream, { seq: death.seq }).catch((e: unknown) => {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return null;
+      throw e;
+    });
+    if (!original) {
+      // Already dead-lettered and removed: announce again, in case that is what failed the last time.
+      const row = await findSourceDeadLetter(orm.em.fork(), death.stream, death.seq);
+      if (row) await announce(row);
+      return row !== undefined;
+    }
+    const endpoint = original.header.get(DeliveryHeader.Endpoint) || death.consumer;
+    const webhookId = original.header.get(DeliveryHeader.WebhookId);
+    const event = original.header.get(DeliveryHeader.Event);
+    const tenant = original.header.get(DeliveryHeader.Tenant);
+    const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
+    const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
+    const attempts = failure?.attempt ?? death.deliveries;
+    const row = await storeDeadLetter(orm.em.fork(), {
+      endpointId: endpoint, tenant, webhookId, eventType: event,
+      attempts, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
+      failedAt: failure?.at ?? death.at, sealed, sourceStream: death.stream, sourceSeq: death.seq,
+    });
+    // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
+    if (row?.inserted) metrics.deadLettersStored.inc();
+    // The record first, then the removal, then the notice (issue 17): a notice never announces a dead
+    // letter that is not there, and an unavailable OPS stream does not keep a dead message in its queue.
+    await remove(death.stream, death.seq);
+    log.warn('delivery is dead; dead letter stored', {
+      endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null,
+      ...(death.by === 'backstop' ? { found_by: 'backstop' } : {}),
+    });
+    if (row && tenant && webhookId && event) {
+      await announce({
+        id: row.id, dead_count: row.dead_count, tenant, endpoint_id: endpoint, webhook_id: webhookId, event_type: event,
+        attempts, last_status: failure?.status ?? null, last_error: failure?.error ?? null,
+      });
+    }
+    return true;
+  }
+
   async function handle(m: JsMsg): Promise<void> {
     let advisory;
     try { advisory = parseAdvisory(m.json()); } catch { advisory = undefined; }
@@ -68,47 +129,15 @@ export async function startDeadLetterHandler(deps: {
       m.term();
       return;
     }
-    const original = await jsm.streams.getMessage(advisory.stream, { seq: advisory.stream_seq }).catch((e: unknown) => {
-      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return null;
-      throw e;
-    });
-    if (!original) {
-      // Already dead-lettered and removed (a repeated advisory), or dropped with a deleted endpoint.
-      m.ack();
-      return;
-    }
-    const endpoint = original.header.get(DeliveryHeader.Endpoint) || advisory.consumer;
-    const webhookId = original.header.get(DeliveryHeader.WebhookId);
-    const event = original.header.get(DeliveryHeader.Event);
-    const tenant = original.header.get(DeliveryHeader.Tenant);
-    const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
-    const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
-    const row = await storeDeadLetter(orm.em.fork(), {
-      endpointId: endpoint, tenant, webhookId, eventType: event,
-      attempts: failure?.attempt ?? advisory.deliveries, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
-      failedAt: failure?.at ?? advisory.timestamp, sealed, sourceStream: advisory.stream, sourceSeq: advisory.stream_seq,
-    });
-    // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
-    if (row?.inserted) metrics.deadLettersStored.inc();
-    if (deps.opsEvents && row && tenant && webhookId && event) {
-      // Once per dead letter and death: a repeated advisory or a retry after a failed publish makes the
-      // same message id, which OPS keeps once. Before the removal, so a failed publish is retried
-      // with the advisory (after it, a retry would find the message gone and say nothing).
-      await deps.opsEvents.publish({
-        v: 1, type: OpsEventType.AttemptExhausted, tenant, endpoint, at: new Date().toISOString(), webhook_id: webhookId, event_type: event,
-        attempts: failure?.attempt ?? advisory.deliveries, last_status: failure?.status ?? null, last_error: failure?.error ?? null,
-        dead_letter_id: row.id,
-      }, `exhausted.${row.id}.${row.dead_count}`);
-    }
-    // A removal that fails leaves the advisory unacked (the catch below naks it), so the message never
-    // stays queued behind an acked advisory; the record above is kept, the upsert is idempotent.
-    await remove(advisory.stream, advisory.stream_seq);
+    // A failure anywhere throws: the advisory is nak'd (below) and comes back, so nothing is acked
+    // while the message still sits in its queue or its notice is unsent.
+    await bury({ stream: advisory.stream, seq: advisory.stream_seq, consumer: advisory.consumer, deliveries: advisory.deliveries, at: advisory.timestamp, by: 'advisory' });
     m.ack();
-    log.warn('delivery is dead; dead letter stored', {
-      endpoint, tenant, webhook_id: webhookId, event, attempts: failure?.attempt ?? advisory.deliveries,
-      status: failure?.status ?? null, reason: failure?.error ?? null,
-    });
   }
+
+  const backstop = deps.backstop && deps.backstop.intervalMs > 0
+    ? startBackstop({ jsm, ...deps.backstop, bury, log, metrics })
+    : undefined;
 
   const consumer = await js.consumers.get(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
@@ -126,6 +155,7 @@ export async function startDeadLetterHandler(deps: {
 
   return {
     async stop() {
+      await backstop?.stop();
       await messages.close();
       await loop;
     },

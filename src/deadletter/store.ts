@@ -113,6 +113,12 @@ export async function findDeadLetter(sql: Sql, id: DeadLetterId, opts: { forUpda
   return row;
 }
 
+/** The dead letter made from a queued message (its DELIVERIES stream and sequence), if there is one. */
+export async function findSourceDeadLetter(sql: Sql, stream: string, seq: number): Promise<DeadLetterRow | undefined> {
+  const [row] = await sql.execute<DeadLetterRow[]>(`select ${COLUMNS} from dead_letters where source_stream = ? and source_seq = ?`, [stream, seq]);
+  return row;
+}
+
 /** The dead letter of one delivery (endpoint and webhook-id), if it died. */
 export async function findDeliveryDeadLetter(sql: Sql, endpointId: string, webhookId: string): Promise<DeadLetterRow | undefined> {
   const [row] = await sql.execute<DeadLetterRow[]>(`select ${COLUMNS} from dead_letters where endpoint_id = ? and webhook_id = ?`, [endpointId, webhookId]);

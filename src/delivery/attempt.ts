@@ -2,7 +2,6 @@
 // taking deliveries, is the message well-formed), send the signed POST, then ack (2xx), retry (left unacked
 // for the consumer's backoff, or nak'd later for Retry-After or a rate limit) or give up (the last allowed
 // attempt: a plain nak, so the server raises the max-deliveries advisory at once and a dead letter follows).
-import type { JsMsg } from '@nats-io/jetstream';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
@@ -13,13 +12,16 @@ import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import type { PulledMsg } from '../nats/pulled-msg.ts';
 import type { ConcurrencyLimit } from './concurrency.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import type { AttemptOutcome } from './http-sender.ts';
-import { holdSlot, RATE_LIMIT_HOLD_MS, type InFlight } from './in-flight.ts';
+import type { InFlight } from './in-flight.ts';
+import type { RateGates } from './rate-gate.ts';
 import { planNextAttempt } from './next-attempt.ts';
 import { honoursRetryAfter, parseRetryAfter } from './retry-after.ts';
 import { deliveryHeaders } from './sign-request.ts';
+import type { WaitingRetries } from './waiting-retries.ts';
 
 export interface Sender {
   send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -30,10 +32,13 @@ export interface SecretOpener {
   open(sealed: string, endpointId: EndpointId): string;
 }
 
-/** What an attempt needs of its endpoint's lane: whose it is and the concurrency it adjusts. */
+/** What an attempt needs of its endpoint's lane: whose it is, the concurrency it adjusts, whether it stopped. */
 export interface AttemptLane {
   id: EndpointId;
   limit: ConcurrencyLimit;
+  readonly closed: boolean;
+  /** The delivery at this stream sequence was acked (its ack may yet be lost with a NATS restart). */
+  acked(seq: number): void;
 }
 
 export interface Attempts {
@@ -44,6 +49,8 @@ export interface Attempts {
   attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void>;
   /** Send the acks still batched (at shutdown). */
   flushAcks(): void;
+  /** Drop what is kept for a deleted endpoint (its opened signing keys). */
+  forget(id: EndpointId): void;
 }
 
 /**
@@ -52,7 +59,7 @@ export interface Attempts {
  * stream, so no clock is compared. A replay is an operator's decision taken after the restore: delivered.
  * A message without the header (routed by an older version) is delivered as before.
  */
-export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m: Pick<JsMsg, 'headers'>): boolean {
+export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m: Pick<PulledMsg, 'headers'>): boolean {
   if (state.activeSince === undefined || !m.headers || m.headers.has(DeliveryHeader.Replay)) return false;
   const routed = Number(m.headers.get(DeliveryHeader.EndpointVersion));
   return Number.isSafeInteger(routed) && routed > 0 && routed < state.activeSince;
@@ -74,6 +81,10 @@ export function createAttempts(deps: {
   health: EndpointHealthHook | undefined;
   /** The messages the sweep keeps alive: a failed attempt leaves it, a final one held for its rate limit rejoins. */
   inFlight: Set<InFlight>;
+  /** Tokens of rate-limited endpoints, taken before each attempt. */
+  rates: RateGates;
+  /** Failed deliveries left waiting for their retry, for retry-now. */
+  retries: WaitingRetries;
   retrySchedule: number[];
   log: Logger;
   metrics: ServiceMetrics;
@@ -81,28 +92,30 @@ export function createAttempts(deps: {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
 
-  // Opening a sealed secret costs a libsodium call; endpoints keep theirs for the life of the process.
-  // Keyed by endpoint and sealed value: a value copied to another endpoint must meet open()'s binding
-  // check there, not a cache hit.
-  const keyCache = new Map<string, SigningKey>();
-  const keysFor = (state: EndpointState, now: number) =>
-    liveSecrets(state, now).map((s) => {
-      const cacheKey = `${state.id} ${s.sealed}`;
-      let key = keyCache.get(cacheKey);
-      if (!key) keyCache.set(cacheKey, (key = signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id))));
-      return key;
-    });
+  // Opening a sealed secret costs a libsodium call: each endpoint keeps the keys of its live secrets, and
+  // only those (a rotation's old key goes with its grace period). Per endpoint: a value copied to another
+  // endpoint must meet open()'s binding check there, not a cache hit.
+  const keyCache = new Map<EndpointId, { sealed: string; keys: SigningKey[] }>();
+  const keysFor = (state: EndpointState, now: number): SigningKey[] => {
+    const live = liveSecrets(state, now);
+    const sealed = live.map((s) => s.sealed).join(' ');
+    const cached = keyCache.get(state.id);
+    if (cached?.sealed === sealed) return cached.keys;
+    const keys = live.map((s) => signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id)));
+    keyCache.set(state.id, { sealed, keys });
+    return keys;
+  };
 
   // Acks of one event-loop turn go out together: nats.js writes its outbound buffer to the socket once per
   // microtask checkpoint, and every HTTP answer completes in an I/O callback of its own, so acking at once
   // cost one socket write per delivery (issue 5). setImmediate runs after the turn's I/O callbacks.
-  let acks: JsMsg[] = [];
+  let acks: PulledMsg[] = [];
   const flushAcks = () => {
     const batch = acks;
     acks = [];
     for (const m of batch) m.ack();
   };
-  const ackSoon = (m: JsMsg) => {
+  const ackSoon = (m: PulledMsg) => {
     if (acks.push(m) === 1) setImmediate(flushAcks);
   };
 
@@ -115,7 +128,7 @@ export function createAttempts(deps: {
   }
 
   /** Before sending: whether the endpoint still takes this message, and what to send. */
-  function prepare(endpointId: EndpointId, m: JsMsg): Prepared {
+  function prepare(endpointId: EndpointId, m: PulledMsg): Prepared {
     const state = directory.get(endpointId);
     // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
     // again after a restore.
@@ -141,6 +154,10 @@ export function createAttempts(deps: {
   async function attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> {
     const endpointId = lane.id;
     const m = tracked.msg;
+    // The one rate-limit check of the hot path: endpoints without a limit pay this null test and nothing
+    // else. Waiting for a token is not an attempt; the sweep keeps the message alive meanwhile.
+    const rateLimit = directory.get(endpointId)?.rateLimit ?? null;
+    if (rateLimit !== null && !(await deps.rates.acquire(endpointId, rateLimit, () => lane.closed))) return;
     const prepared = prepare(endpointId, m);
     if (prepared.fate === 'hold') return;
     if (prepared.fate === 'ack') return void m.ack();
@@ -148,63 +165,59 @@ export function createAttempts(deps: {
     const { state, webhookId, event } = prepared;
 
     const n = m.info.deliveryCount;
-    const started = Date.now();
+    // Wall time where a time is written down (signatures, records); the monotonic clock for durations.
+    const startedAt = Date.now();
+    const started = performance.now();
     const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
-    const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, started), body, now: started });
-    // The one rate-limit check of the hot path: endpoints without a limit pay this null test and nothing else.
-    const limited = state.rateLimit !== null;
+    const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, startedAt), body, now: startedAt });
     metrics.attempts.inc({ event });
     const outcome = await sender.send({ url: state.url, headers, body });
-    const ended = Date.now();
-    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: ended, webhookId, event });
+    const ended = performance.now();
+    const endedAt = Date.now();
+    deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: endedAt, webhookId, event });
     // The limit learns from the answer before the freed slot goes to a waiting message.
     if (outcome.ok) lane.limit.succeeded();
     else if (outcome.status === 429) lane.limit.throttled(started, ended);
+    else lane.limit.failed();
     release();
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
 
     if (outcome.ok) {
-      if (limited) await holdSlot(ended);
+      lane.acked(m.seq);
       ackSoon(m);
       metrics.acknowledged.inc({ event });
       return;
     }
     inFlight.delete(tracked);
     metrics.failed.inc({ event, kind: outcome.kind });
-    const retryAfterMs = honoursRetryAfter(outcome.status) ? parseRetryAfter(outcome.retryAfter, ended) : undefined;
+    const retryAfterMs = honoursRetryAfter(outcome.status) ? parseRetryAfter(outcome.retryAfter, endedAt) : undefined;
     const last = n >= maxDeliver;
     // Not the last attempt: the schedule's next step, or later when Retry-After or the rate limit's slot
     // hold asks for it; still one delivery of max_deliver, so it counts as one attempt.
     const plan = last ? undefined : planNextAttempt({
-      now: ended, touched: tracked.touched, step: tracked.wait, firstStep: retrySchedule[0]!,
-      retryAfterMs, floorMs: limited ? RATE_LIMIT_HOLD_MS : undefined,
+      now: ended, step: tracked.wait, firstStep: retrySchedule[0]!, retryAfterMs,
     });
-    if (plan?.action === 'working') m.working();
-    else if (plan?.action === 'nak') m.nak(plan.delayMs);
+    if (plan) m.nak(plan.delayMs);
+    // The plan is on the monotonic clock; records and retry-now go by the wall clock.
+    const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
+    if (nextAt !== undefined) deps.retries.remember(endpointId, m.seq, m.reply, nextAt);
     log.info('delivery attempt failed', {
       endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
       status: outcome.status, reason: outcome.error, final: last,
     });
     await recordFailure({
-      v: 1, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: new Date(started).toISOString(),
+      v: 1, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: new Date(startedAt).toISOString(),
       duration_ms: outcome.durationMs, status: outcome.status, error: outcome.error,
-      next_attempt_at: plan ? new Date(plan.at).toISOString() : null,
+      next_attempt_at: nextAt !== undefined ? new Date(nextAt).toISOString() : null,
       ...(retryAfterMs !== undefined ? { retry_after_ms: retryAfterMs } : {}),
       ...(plan && plan.by !== 'schedule' ? { next_attempt_by: plan.by } : {}),
     });
     if (last) {
       metrics.dead.inc({ event });
-      // The nak frees the consumer slot at once: a rate-limited endpoint keeps it its second first.
-      if (limited) {
-        m.working();
-        tracked.touched = Date.now();
-        inFlight.add(tracked);
-        await holdSlot(ended);
-      }
       m.nak(); // past max_deliver: the server raises the max-deliveries advisory now, not after another wait
     }
     // Otherwise left unacked (or nak'd with a delay) on purpose: the consumer's backoff brings the next attempt.
   }
 
-  return { attempt, flushAcks };
+  return { attempt, flushAcks, forget: (id) => void keyCache.delete(id) };
 }

@@ -1,26 +1,13 @@
 // Messages this process holds for an endpoint, and the one sweep that keeps them from being redelivered
-// while held: waiting for a slot, in their attempt, or keeping a rate-limit slot.
-import type { JsMsg } from '@nats-io/jetstream';
+// while held: waiting for a lane or a rate-limit token, or in their attempt.
+import type { PulledMsg } from '../nats/pulled-msg.ts';
 
 export interface InFlight {
-  msg: JsMsg;
-  /** When the message was last marked working (or received). */
+  msg: PulledMsg;
+  /** When the message was last marked working (or received), on the monotonic clock. */
   touched: number;
   /** The server's wait before it redelivers this delivery: its backoff step. */
   wait: number;
-}
-
-/**
- * How long a rate-limited endpoint's slot stays taken after its attempt ended. Counted from the end (the
- * answer came back, so the request had arrived), not from the send: the receiver, not only the sender,
- * never sees more than the limit in any second, whatever the network's jitter.
- */
-export const RATE_LIMIT_HOLD_MS = 1000;
-
-/** Keep a rate-limited slot until a second after the attempt ended (the sweep keeps the message alive). */
-export async function holdSlot(endedAt: number): Promise<void> {
-  const left = endedAt + RATE_LIMIT_HOLD_MS - Date.now();
-  if (left > 0) await new Promise<void>((r) => setTimeout(r, left));
 }
 
 /**
@@ -37,7 +24,7 @@ const sweepEvery = (firstStep: number) => Math.max(20, Math.min(250, Math.floor(
  */
 export function startSweep(inFlight: ReadonlySet<InFlight>, firstStep: number): () => void {
   const sweep = setInterval(() => {
-    const now = Date.now();
+    const now = performance.now();
     for (const f of inFlight) {
       if (now - f.touched > f.wait / 2) {
         f.msg.working();

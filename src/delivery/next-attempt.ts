@@ -1,42 +1,39 @@
-// When the next attempt of a failed delivery happens, and how to make nats-server 2.9.10 keep to it.
-// Pure arithmetic, measured on the real server (nats-server 2.9.10, re-checked for issue 10):
-//   - left unacked, the message comes back `step` after it was delivered or last marked working();
-//   - working() restarts that wait: `step` from now;
-//   - nak(d) on a consumer with backoff waits d + step - backoff[0] (the two add up).
-// `step` is the backoff step of the attempt's delivery count.
+// When the next attempt of a failed delivery happens, and the nak that makes JetStream keep to it.
+// Measured on nats-server 2.9.10 and 2.15.1 (issue 17):
+//   - nak(d) on a consumer with backoff waits d + step - backoff[0] (the two add up), where `step` is the
+//     backoff step of the delivery's count;
+//   - left unacked instead, 2.9.10 redelivers only when its one pending timer fires, and that timer is not
+//     brought forward for a delivery whose step is shorter than the one it was set for: a delivery failed
+//     on its first attempt (1 s step) waited behind another's 30 s step. A nak with a delay re-arms it.
+// So every failed attempt is nak'd with a delay: each delivery keeps its own schedule, counted from the end
+// of its failed attempt, and the consumer's backoff remains the schedule of a delivery whose process died
+// mid-attempt (no nak ever came).
 
-export const NextAttemptBy = { Schedule: 'schedule', RetryAfter: 'retry_after', RateLimit: 'rate_limit' } as const;
+export const NextAttemptBy = { Schedule: 'schedule', RetryAfter: 'retry_after' } as const;
 export type NextAttemptBy = (typeof NextAttemptBy)[keyof typeof NextAttemptBy];
 
 export interface NextAttemptInput {
+  /** When the attempt ended. */
   now: number;
-  /** When the server's wait for this delivery last (re)started: its delivery or the last working(). */
-  touched: number;
   /** The backoff step for this delivery count (the schedule's own next delay). */
   step: number;
   /** backoff[0] of the consumer. */
   firstStep: number;
   /** The receiver's Retry-After in ms from now, already capped; undefined when none applies. */
   retryAfterMs?: number;
-  /** Minimum wait from now for a rate-limited endpoint (its slot must stay held a second after the attempt). */
-  floorMs?: number;
 }
 
-export type NextAttemptPlan =
-  | { action: 'leave'; at: number; by: NextAttemptBy }
-  | { action: 'working'; at: number; by: NextAttemptBy }
-  | { action: 'nak'; delayMs: number; at: number; by: NextAttemptBy };
+export interface NextAttemptPlan {
+  /** The nak's delay. */
+  delayMs: number;
+  /** When the next attempt is due (same clock as `now`). */
+  at: number;
+  by: NextAttemptBy;
+}
 
 export function planNextAttempt(i: NextAttemptInput): NextAttemptPlan {
-  const scheduled = i.touched + i.step;
-  const retryAt = i.retryAfterMs === undefined ? -Infinity : i.now + i.retryAfterMs;
-  const floorAt = i.floorMs === undefined ? -Infinity : i.now + i.floorMs;
-  const due = Math.max(scheduled, retryAt, floorAt);
-  if (due === scheduled) return { action: 'leave', at: scheduled, by: NextAttemptBy.Schedule };
-  const by = retryAt >= floorAt ? NextAttemptBy.RetryAfter : NextAttemptBy.RateLimit;
-  const wait = due - i.now;
-  // working() can only give `step` from now; when that is enough it costs no delay arithmetic at all.
-  if (wait <= i.step) return { action: 'working', at: i.now + i.step, by };
-  // wait > step >= step - firstStep, so the delay is positive.
-  return { action: 'nak', delayMs: Math.ceil(wait - i.step + i.firstStep), at: due, by };
+  const wait = Math.max(i.step, i.retryAfterMs ?? 0);
+  const by = wait === i.step ? NextAttemptBy.Schedule : NextAttemptBy.RetryAfter;
+  // wait >= step, so the delay is at least backoff[0]: never a plain (immediate) nak.
+  return { delayMs: Math.ceil(wait - i.step + i.firstStep), at: i.now + wait, by };
 }

@@ -1,36 +1,61 @@
-// One endpoint's pull loop in this process: messages arrive from its durable consumer, and at most the
-// lane's current concurrency limit of them are in their attempt at once (429s shrink it, successes grow
-// it); the rest wait in the lane, kept alive by the sweep.
-import type { ConsumerMessages } from '@nats-io/jetstream';
+// One endpoint's lane in this process: it pulls only as many deliveries as it can attempt now (its
+// concurrency limit less the attempts running), so a message is here only while it is attempted. A failed
+// delivery waits for its retry at the server, in the consumer's pending set, which is far larger than the
+// limit (streams/deliveries.ts): waiting never takes the place of a new delivery (issue 17).
 import type { EndpointId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { PullFeeds } from '../nats/pull-feed.ts';
+import type { PulledMsg } from '../nats/pulled-msg.ts';
 import type { AttemptLane, Attempts } from './attempt.ts';
 import { createConcurrencyLimit } from './concurrency.ts';
 import type { InFlight } from './in-flight.ts';
+import type { WaitingRetries } from './waiting-retries.ts';
 
 /** One endpoint's attempts in this process: how many may run at once, how many do, and who waits. */
 interface Lane extends AttemptLane {
   running: number;
+  /** Arrived while the limit was lower than when they were pulled (a 429, probing): at most one pull's worth. */
   waiting: InFlight[];
   closed: boolean;
+  /** Pull for the lanes just freed. */
+  fill?: () => void;
+  /** The last RECENT_ACKS stream sequences this lane acked, as a ring (allocated on the first ack). */
+  recent?: number[];
+  recentAt: number;
 }
 
+/**
+ * Acks kept per lane: more than a lane can have unsent when NATS goes away (its lanes and one batch of
+ * acks), so a delivery whose ack was lost in a NATS restart is acked again on its return, not POSTed
+ * twice (issue 17: the compound fault's remaining duplicates).
+ */
+const RECENT_ACKS = 64;
+
 export interface PullLoop {
+  /** Pull afresh: the consumer elected a leader and pulls waiting at the old one are gone. */
+  repull(): void;
   /** Stop pulling and let go of the messages that never got a slot. */
-  stop(): Promise<void>;
+  stop(): void;
 }
 
 export interface PullLoops {
-  run(id: EndpointId, messages: ConsumerMessages): PullLoop;
+  run(id: EndpointId, address: { stream: string; consumer: string }): PullLoop;
   /** Resolves once every attempt started so far has ended (each is bounded by the attempt timeout). */
   settle(): Promise<void>;
+  /** Endpoints probed one attempt at a time (every recent attempt failed), in this process. */
+  probing(): number;
+  /** Deliveries in the lanes: in their attempt or waiting for it. */
+  held(): number;
 }
 
 export function createPullLoops(deps: {
+  feeds: PullFeeds;
   attempt: Attempts['attempt'];
   /** What the sweep keeps alive; a message joins it on arrival and leaves when its attempt ends. */
   inFlight: Set<InFlight>;
+  /** Failed deliveries waiting for their retry, by endpoint: an arrival is no longer waiting. */
+  retries: WaitingRetries;
   /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
   waitFor: (deliveryCount: number) => number;
   maxInFlight: number;
@@ -38,6 +63,7 @@ export function createPullLoops(deps: {
 }): PullLoops {
   const { inFlight, log } = deps;
   const attempts = new Set<Promise<void>>();
+  const lanes = new Set<Lane>();
 
   function start(lane: Lane, tracked: InFlight): void {
     lane.running++;
@@ -49,8 +75,9 @@ export function createPullLoops(deps: {
       lane.running--;
       pump(lane);
     };
+    const seq = tracked.msg.seq;
     const p = deps.attempt(lane, tracked, release).catch((e: unknown) => {
-      log.error('delivery attempt crashed; it will be retried', { endpoint: lane.id, seq: tracked.msg.seq, reason: describe(e) });
+      log.error('delivery attempt crashed; it will be retried', { endpoint: lane.id, seq, reason: describe(e) });
     }).finally(() => {
       inFlight.delete(tracked);
       release();
@@ -61,27 +88,43 @@ export function createPullLoops(deps: {
 
   function pump(lane: Lane): void {
     while (!lane.closed && lane.running < lane.limit.current && lane.waiting.length > 0) start(lane, lane.waiting.shift()!);
+    lane.fill?.();
   }
 
   return {
-    run(id, messages) {
-      const lane: Lane = { id, limit: createConcurrencyLimit(deps.maxInFlight), running: 0, waiting: [], closed: false };
-      const done = (async () => {
-        // Never blocks: a message the lane's limit holds back waits in lane.waiting, where the sweep keeps
-        // it alive, rather than in the client's buffer where its ack wait would run out and cost a delivery.
-        for await (const m of messages) {
-          const tracked: InFlight = { msg: m, touched: Date.now(), wait: deps.waitFor(m.info.deliveryCount) };
+    run(id, address) {
+      const lane: Lane = {
+        id, limit: createConcurrencyLimit(deps.maxInFlight), running: 0, waiting: [], closed: false, recentAt: 0,
+        acked(seq) {
+          lane.recent ??= [];
+          lane.recent[lane.recentAt] = seq;
+          lane.recentAt = (lane.recentAt + 1) % RECENT_ACKS;
+        },
+      };
+      const feed = deps.feeds.open({
+        ...address,
+        capacity: () => (lane.closed ? 0 : lane.limit.current - lane.running - lane.waiting.length),
+        onMessage(m: PulledMsg) {
+          // After stop: left unacked, the server hands it out again after its ack wait.
+          if (lane.closed) return;
+          // Back after an ack that was lost (a NATS restart): delivered already, acked again.
+          if (m.info.deliveryCount > 1 && lane.recent?.includes(m.seq)) return void m.ack();
+          deps.retries.arrived(id, m.seq);
+          const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
           if (lane.running < lane.limit.current) start(lane, tracked);
           else lane.waiting.push(tracked);
-        }
-      })();
+        },
+      });
+      lane.fill = feed.fill;
+      lanes.add(lane);
       return {
-        async stop() {
-          await messages.close();
-          await done;
-          // Messages that never got a slot are let go: the server hands them out again after their ack wait.
+        repull: feed.repull,
+        stop() {
           lane.closed = true;
+          lanes.delete(lane);
+          feed.close();
+          // Messages that never got a slot are let go: the server hands them out again after their ack wait.
           for (const t of lane.waiting) inFlight.delete(t);
           lane.waiting.length = 0;
         },
@@ -89,6 +132,16 @@ export function createPullLoops(deps: {
     },
     async settle() {
       await Promise.allSettled([...attempts]);
+    },
+    held() {
+      let n = 0;
+      for (const lane of lanes) n += lane.running + lane.waiting.length;
+      return n;
+    },
+    probing() {
+      let n = 0;
+      for (const lane of lanes) if (lane.limit.probing) n++;
+      return n;
     },
   };
 }

@@ -1,27 +1,33 @@
 // The delivery role: one durable consumer per active endpoint, each with its own pull loop, so a slow
-// or dead endpoint only ever occupies its own in-flight slots (max_ack_pending). A 2xx acks; a failure
-// is recorded and left unacked, and JetStream's backoff brings the next attempt; when the last allowed
-// attempt fails, a plain nak makes the server raise the max-deliveries advisory at once (dead letter).
+// or dead endpoint only ever occupies its own lanes. A 2xx acks; a failure is recorded and left unacked,
+// and JetStream's backoff brings the next attempt; when the last allowed attempt fails, a plain nak makes
+// the server raise the max-deliveries advisory at once (dead letter). A delivery waiting for its retry
+// waits at the server (the consumer's max_ack_pending is far above the lanes), never in a lane (issue 17).
 // Issue 10: a 429/503 Retry-After pushes the next attempt later (nak with a computed delay), 429s shrink the
 // endpoint's concurrency in this process (AIMD), and a rate-limited endpoint keeps each consumer slot for a
 // second after its attempt, so the server's max_ack_pending enforces the limit across every instance.
 //
-// The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's pull loop
-// and concurrency), consumers.ts (consumers following endpoint changes), in-flight.ts (held messages).
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+// The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's lane and
+// concurrency), consumers.ts (consumers following endpoint changes), in-flight.ts (held messages),
+// waiting-retries.ts and retry-now.ts (bringing waiting retries forward).
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
+import { createPullFeeds } from '../nats/pull-feed.ts';
 import { createAttempts, type SecretOpener, type Sender } from './attempt.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import { startSweep, type InFlight } from './in-flight.ts';
+import { createRateGates } from './rate-gate.ts';
 import { createPullLoops } from './pull-loop.ts';
+import { serveRetryNow } from './retry-now.ts';
+import { createWaitingRetries } from './waiting-retries.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
-export { RATE_LIMIT_HOLD_MS } from './in-flight.ts';
 export type { DeliveryOptions } from './consumers.ts';
 
 export interface Delivery {
@@ -30,9 +36,21 @@ export interface Delivery {
   stop(): Promise<void>;
 }
 
+/** A pull waits this long at the server; heartbeats every PULL_HEARTBEAT_MS while it waits. */
+const PULL_EXPIRES_MS = 120_000;
+/**
+ * The longest heartbeat nats.js allows: with 10,000 endpoints, 30 s pulls with 15 s heartbeats cost ~1,000
+ * messages/s between client and server while nothing happens (issue 5). A lost pull is noticed after two
+ * missed heartbeats; one lost with its consumer's leader on a cluster is renewed at the election.
+ */
+const PULL_HEARTBEAT_MS = 30_000;
+const GAUGE_EVERY_MS = 500;
+
 export async function startDelivery(deps: {
-  js: JetStreamClient;
+  nc: NatsConnection;
   jsm: JetStreamManager;
+  /** Pull requests' reply subjects start with it (the service's inbox prefix, which nats.conf lets it read). */
+  inboxPrefix: string;
   directory: EndpointDirectory;
   sender: Sender;
   /** Failed-attempt records go through it rather than js.publish (src/nats/acked-publisher.ts). */
@@ -50,22 +68,38 @@ export async function startDelivery(deps: {
   const maxDeliver = options.retrySchedule.length + 1;
   const inFlight = new Set<InFlight>();
   const stopSweep = startSweep(inFlight, options.retrySchedule[0]!);
+  const retries = createWaitingRetries(deps.nc);
+  const stopRetryNow = serveRetryNow(deps.nc, retries, log);
+  const rates = createRateGates({ jsm: deps.jsm, publisher: deps.publisher, replicas: options.replicas, log });
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
-    inFlight, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
+    inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
   });
+  const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
-    attempt: attempts.attempt, inFlight, maxInFlight: options.maxInFlight, log,
+    feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, log,
     // The server's wait on the n-th delivery before it redelivers: the backoff step.
     waitFor: (deliveryCount) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!,
   });
-  const consumers = await startEndpointConsumers({ js: deps.js, jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log });
+  const consumers = await startEndpointConsumers({
+    jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
+    onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
+  });
+  // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
+  const gauges = setInterval(() => {
+    deps.metrics.messagesHeld.set(loops.held());
+    deps.metrics.endpointsProbing.set(loops.probing());
+  }, GAUGE_EVERY_MS);
+  gauges.unref();
   log.info('delivery started', { endpoints: consumers.running() });
 
   return {
     running: () => consumers.running(),
     async stop() {
+      clearInterval(gauges);
+      stopRetryNow();
       await consumers.stop();
+      feeds.stop();
       // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
       await loops.settle();
       attempts.flushAcks();

@@ -15,8 +15,10 @@ const SUMMARY_MS = 1000;
 const CANNOT_FOLLOW = 'cannot follow consumer leader elections; a lost pull is renewed after missed heartbeats';
 
 export interface ConsumerLeaders {
-  /** Re-pull `messages` whenever `stream`'s consumer `consumer` elects a leader; returns the undo. */
+  /** Re-pull `messages` (a nats.js consume()) whenever `stream`'s consumer `consumer` elects a leader; returns the undo. */
   track(stream: string, consumer: string, messages: ConsumerMessages): () => void;
+  /** Call `repull` (a pull feed's, src/nats/pull-feed.ts) whenever the consumer elects a leader; returns the undo. */
+  follow(stream: string, consumer: string, repull: () => void): () => void;
   stop(): void;
 }
 
@@ -31,7 +33,8 @@ function pullAgain(messages: ConsumerMessages): Promise<boolean> | undefined {
 
 export function watchConsumerLeaders(nc: NatsConnection, deps: { log: Logger; metrics: ServiceMetrics }): ConsumerLeaders {
   const { log, metrics } = deps;
-  const tracked = new Map<string, ConsumerMessages>();
+  /** By `<stream>.<consumer>`: pull again, and say whether a pull was made. */
+  const tracked = new Map<string, () => boolean | Promise<boolean>>();
   const key = (stream: string, consumer: string) => `${stream}.${consumer}`;
   // A lost server moves the leaders of thousands of endpoint consumers at once: one line a second says how many.
   let renewed = 0;
@@ -54,24 +57,34 @@ export function watchConsumerLeaders(nc: NatsConnection, deps: { log: Logger; me
           log.warn(CANNOT_FOLLOW, { reason: describe(err) });
           return;
         }
-        const messages = tracked.get(m.subject.slice(LEADER_ELECTED_PREFIX.length));
-        if (!messages) return;
-        metrics.consumerRepulls.inc();
-        counted();
-        pullAgain(messages)?.catch((e: unknown) => log.warn('could not pull again after a leader election', { subject: m.subject, reason: describe(e) }));
+        const repull = tracked.get(m.subject.slice(LEADER_ELECTED_PREFIX.length));
+        if (!repull) return;
+        // Counted only when a pull was made again (a consume() without resetPending() makes none).
+        Promise.resolve(repull()).then((pulled) => {
+          if (!pulled) return;
+          metrics.consumerRepulls.inc();
+          counted();
+        }, (e: unknown) => log.warn('could not pull again after a leader election', { subject: m.subject, reason: describe(e) }));
       },
     });
   } catch (e) {
     log.warn(CANNOT_FOLLOW, { reason: describe(e) });
   }
 
+  function follow(stream: string, consumer: string, repull: () => boolean | Promise<boolean>): () => void {
+    const k = key(stream, consumer);
+    tracked.set(k, repull);
+    return () => {
+      if (tracked.get(k) === repull) tracked.delete(k);
+    };
+  }
+
   return {
     track(stream, consumer, messages) {
-      const k = key(stream, consumer);
-      tracked.set(k, messages);
-      return () => {
-        if (tracked.get(k) === messages) tracked.delete(k);
-      };
+      return follow(stream, consumer, () => pullAgain(messages) ?? false);
+    },
+    follow(stream, consumer, repull) {
+      return follow(stream, consumer, () => { repull(); return true; });
     },
     stop() {
       clearTimeout(summary);

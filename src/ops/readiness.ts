@@ -13,6 +13,7 @@ import { EVENTS_STREAM } from '../../streams/events.ts';
 import { REJECTED_STREAM } from '../../streams/rejected.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
 import { ENDPOINT_HEALTH_STREAM } from '../../streams/endpoint-health.ts';
+import { ROUTED_STREAM } from '../../streams/routed.ts';
 import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
 import { describe } from '../errors.ts';
 
@@ -42,7 +43,7 @@ export interface ReadinessDeps {
 }
 
 export function requiredStreams(shards: number): string[] {
-  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM, REJECTED_STREAM, OPS_STREAM, ENDPOINT_HEALTH_STREAM];
+  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM, REJECTED_STREAM, OPS_STREAM, ENDPOINT_HEALTH_STREAM, ROUTED_STREAM];
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

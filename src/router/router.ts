@@ -1,16 +1,17 @@
 // The router: reads EVENTS through its durable consumer, checks each event, and fans it out to the
 // DELIVERIES stream of every active endpoint of the tenant whose subscription matches. Publishes are
 // idempotent (Nats-Msg-Id per endpoint, see dedupe.ts), and the event is acked only after its whole
-// fan-out is stored, so a crash or redelivery never loses or doubles a delivery.
+// fan-out is stored and written down in ROUTED (routed-log.ts), so a crash or redelivery never loses a
+// delivery, and an event delivered again republishes only what its earlier deliveries did not store.
 //
 // An event is routed at once with the endpoint directory as it is, and acked only after a directory sync
 // that started after it was read (src/router/cover.ts) has shown whether an endpoint write acked before
 // the event was published was still missing: such an endpoint gets the event then, before the ack. So an
 // endpoint created (or restored, or subscribed) before an event is published receives it, without a
 // JetStream API round trip on the path of every event (issue 13: one per event in series before).
-import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
@@ -26,6 +27,7 @@ import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 import { createSyncCover } from './cover.ts';
+import { createRoutedLog } from './routed-log.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -34,6 +36,10 @@ const MAX_PUBLISHES_IN_FLIGHT = 4096;
  * its deliveries); at 1,000 events/s, 100 syncs/s instead of 1,000.
  */
 const COVER_INTERVAL_MS = 10;
+/** Routed events are written down (and then acked) this often: a few publishes a second. */
+const ROUTED_FLUSH_MS = 10;
+/** A router message waiting longer than this (publish acks, a sync) is marked working, far within its 30 s ack wait. */
+const KEEP_ALIVE_MS = 10_000;
 
 export interface Router {
   stop(): Promise<void>;
@@ -41,6 +47,7 @@ export interface Router {
 
 export async function startRouter(deps: {
   js: JetStreamClient;
+  jsm: JetStreamManager;
   /** Fan-out publishes go through it rather than js.publish (src/nats/acked-publisher.ts). */
   publisher: AckedPublisher;
   directory: EndpointDirectory;
@@ -68,34 +75,64 @@ export async function startRouter(deps: {
   let slotFreed: (() => void) | undefined;
   const publishesDone = new Set<Promise<void>>();
   const verdicts = createVerdicts({ publisher, maxEventBytes: deps.limits.maxBytes, log, metrics });
+  const routed = createRoutedLog({ jsm: deps.jsm, publisher, intervalMs: ROUTED_FLUSH_MS, log });
+
+  // Messages waiting for their verdict, with when they arrived: one sweep keeps the long waits alive.
+  const waiting = new Map<JsMsg, number>();
+  const keepAlive = setInterval(() => {
+    const before = performance.now() - KEEP_ALIVE_MS;
+    for (const [m, since] of waiting) if (since < before) { m.working(); waiting.set(m, performance.now()); }
+  }, KEEP_ALIVE_MS / 2);
+  keepAlive.unref();
 
   // Fan-outs and rejections (a publish to REJECTED) hold slots until JetStream answers; stop() waits for them.
-  const track = (work: Promise<void>, slots: number): Promise<void> => {
+  const track = (m: JsMsg, work: Promise<void>, slots: number): Promise<void> => {
     inFlight += slots;
+    waiting.set(m, performance.now());
     const done = work.finally(() => {
       inFlight -= slots;
+      waiting.delete(m);
       publishesDone.delete(done);
       slotFreed?.();
     });
     publishesDone.add(done);
     return done;
   };
-  const reject = (m: JsMsg, reason: RejectionReason, detail: string) => track(verdicts.reject(m, reason, detail), 1);
+  const reject = (m: JsMsg, reason: RejectionReason, detail: string) => track(m, verdicts.reject(m, reason, detail), 1);
+
+  /** Fan out, or reject what throws while checking, matching or encoding: its own doing, a retry would throw again. */
+  const tryFanOut = (m: JsMsg, stored?: ReadonlySet<string>): Promise<void> | undefined => {
+    try {
+      return fanOut(m, stored);
+    } catch (e) {
+      return reject(m, RejectionReason.RouteFailed, exceptionDetail(e));
+    }
+  };
+
+  /** An event delivered again: what did its earlier deliveries store? */
+  const reroute = async (m: JsMsg): Promise<void> => {
+    const known = await routed.lookup(m.seq).catch((e: unknown) => {
+      log.warn('could not read what an earlier routing stored; routing the whole fan-out', { seq: m.seq, reason: describe(e) });
+      return undefined;
+    });
+    // Its whole fan-out is stored: nothing to publish, and never a rejection (issue 17).
+    if (known?.done) return void m.ack();
+    // Back this often with nothing stored: the router kept failing or stopping on it. No further try.
+    // With part of it stored, the failures were NATS's: the rest is tried while deliveries are left.
+    const last = known ? ROUTER_MAX_DELIVER - 2 : LAST_ROUTING_DELIVERY;
+    if (m.info.deliveryCount > last) {
+      await reject(m, RejectionReason.RouteFailed, `no verdict after ${m.info.deliveryCount - 1} deliveries`);
+      return;
+    }
+    await tryFanOut(m, known?.stored);
+  };
 
   // Every event leaves with a verdict: acked (routed), rejected (stored in REJECTED, terminated), or
   // handed back with nak(delay) when the failure was not its fault.
   const route = (m: JsMsg): Promise<void> | undefined => {
     metrics.eventsReceived.inc();
-    // Back this often without a verdict: the router kept failing or stopping on it. No further try.
-    if (m.info.deliveryCount > LAST_ROUTING_DELIVERY) {
-      return reject(m, RejectionReason.RouteFailed, `no verdict after ${m.info.deliveryCount - 1} deliveries`);
-    }
-    try {
-      return fanOut(m);
-    } catch (e) {
-      // Thrown while checking, matching or encoding this event: its own doing, a retry would throw again.
-      return reject(m, RejectionReason.RouteFailed, exceptionDetail(e));
-    }
+    if (m.info.deliveryCount > 1) return track(m, reroute(m), 1);
+    return tryFanOut(m);
   };
 
   const targetsOf = (tenant: TenantId, type: EventName): EndpointState[] => {
@@ -104,11 +141,15 @@ export async function startRouter(deps: {
     return out;
   };
 
-  const fanOut = (m: JsMsg): Promise<void> | undefined => {
+  /** `stored`: endpoints (`<id>@<version>`) an earlier delivery of this event stored already. */
+  const fanOut = (m: JsMsg, stored?: ReadonlySet<string>): Promise<void> | undefined => {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
     if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
     const seen = directory.lastSeq();
-    const targets = targetsOf(parsed.tenant, parsed.type);
+    const key = (e: EndpointState) => `${e.id}@${e.version}`;
+    const targets = targetsOf(parsed.tenant, parsed.type).filter((e) => !stored?.has(key(e)));
+    // What this delivery of the event has stored, for a retry after a partial failure.
+    const storedNow = new Set(stored);
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
@@ -120,7 +161,7 @@ export async function startRouter(deps: {
       return (body = encoded.body);
     };
     // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
-    const publishTo = (list: EndpointState[], restored?: ReadonlySet<string>): Promise<void[]> => {
+    const publishTo = async (list: EndpointState[], restored?: ReadonlySet<string>): Promise<void> => {
       const prepared = list.map((endpoint) => {
         const h = natsHeaders();
         h.set(DeliveryHeader.WebhookId, webhookId);
@@ -134,7 +175,10 @@ export async function startRouter(deps: {
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
         return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
       });
-      return Promise.all(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
+      const results = await Promise.allSettled(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
+      results.forEach((r, i) => { if (r.status === 'fulfilled') storedNow.add(key(list[i]!)); });
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
     };
     if (targets.length > 0 && bodyOrReject() === undefined) return undefined;
     const first = targets.length > 0 ? publishTo(targets) : undefined;
@@ -166,15 +210,16 @@ export async function startRouter(deps: {
         }
       } catch (e) {
         if (isEventsFault(e)) return verdicts.reject(m, RejectionReason.TooLarge, describe(e));
-        // NATS's trouble (a publish, or the directory sync), not the event's: it comes back after a delay;
-        // duplicates are dropped by msgID.
+        // NATS's trouble (a publish, or the directory sync), not the event's: it comes back after a delay,
+        // and then publishes only what this delivery did not store (written down first).
+        await routed.partial(m.seq, storedNow);
         verdicts.retry(m, `fan-out failed: ${describe(e)}`);
         return;
       }
       if (enqueued > 0) metrics.deliveriesEnqueued.inc({}, enqueued);
-      m.ack();
+      routed.done(m);
     };
-    return track(settle(), Math.max(1, targets.length));
+    return track(m, settle(), Math.max(1, targets.length));
   };
 
   // Routing never waits for the directory (but when it knows it is behind), so events are routed as
@@ -201,6 +246,8 @@ export async function startRouter(deps: {
       await messages.close();
       await loop;
       await Promise.allSettled([...publishesDone]);
+      await routed.flush();
+      clearInterval(keepAlive);
       cover.stop();
     },
   };

@@ -1,6 +1,7 @@
 // Fault scenarios on one nats-server: the service SIGKILLed mid-burst and NATS restarted 4 s later (the
-// compound case of issue 9), then a new instance. Every delivery must arrive at least once; the scenario
-// prints its duplicates and how long deliveries paused.
+// compound case of issue 9), then a new instance; and issue 17's order: the service SIGKILLed mid-burst,
+// started again, and NATS restarted while it catches up. Every delivery must arrive at least once; each
+// scenario prints its duplicates and how long deliveries paused.
 import test from 'ava';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import { createTestDatabase } from '../helpers/database.ts';
@@ -32,6 +33,42 @@ test.serial('the service killed mid-burst, then NATS restarted, then the service
     });
     const figures = await settle(ep, EVENTS, faultAt, 120_000);
     t.log(`service killed, NATS restarted 4 s later: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
+    await ep.close();
+    t.is(figures.missing, 0, 'every delivery arrived at least once');
+  } finally {
+    for (const i of instances) await i.kill();
+    await admin.close().catch(() => {});
+    await producer.close().catch(() => {});
+    await nats.dispose();
+    await db.drop().catch(() => {});
+  }
+});
+
+test.serial('the service killed mid-burst and started again, then NATS restarted while it catches up', async (t) => {
+  await initSodium();
+  const keys = generateKeys();
+  const nats = await startNatsServer();
+  const db = await createTestDatabase('faults_compound').catch(async (e: unknown) => { await nats.dispose(); throw e; });
+  const env = instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys });
+  const instances: Instance[] = [];
+  const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
+  const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });
+  const events = Math.max(EVENTS, 5000);
+  try {
+    instances.push(await startInstance(env));
+    const tenant = `tenant_compound_${Date.now()}` as TenantId;
+    const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 4);
+    const { stats, faultAt } = await produceWithFault(producer, tenant, events, async () => {
+      await instances[0]!.kill('SIGKILL');
+      instances.push(await startInstance(env));
+      // The new instance is routing and delivering the backlog when NATS goes away.
+      await new Promise((r) => setTimeout(r, 1000));
+      await nats.stop();
+      await nats.start();
+    });
+    const figures = await settle(ep, events, faultAt, 180_000);
+    const line = `compound fault (kill, restart, NATS restart), nats-server ${admin.info?.version ?? '?'}: ${JSON.stringify({ ...figures, producerRetries: stats.failures })}`;
+    t.log(line);
     await ep.close();
     t.is(figures.missing, 0, 'every delivery arrived at least once');
   } finally {

@@ -29,7 +29,8 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(respond: Responder = () => 200): Promise<Receiver> {
+/** `port`: listen there (a receiver brought back after an outage keeps its URL); a free one by default. */
+export async function startReceiver(respond: Responder = () => 200, opts: { port?: number } = {}): Promise<Receiver> {
   const received: Received[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
   const hanging = new Set<ServerResponse>();
@@ -75,7 +76,7 @@ export async function startReceiver(respond: Responder = () => 200): Promise<Rec
       }
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  await new Promise<void>((r) => server.listen(opts.port ?? 0, '127.0.0.1', () => r()));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
   return receiver;
 }

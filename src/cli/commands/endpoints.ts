@@ -6,7 +6,7 @@ import { createEndpoints, type Endpoints } from '../../endpoints/index.ts';
 import { listEndpoints, type EndpointRow } from '../../endpoints/queries.ts';
 import { loadKeys } from '../../crypto/keys.ts';
 import { requireString, requireTenant, table, UsageError, type Command, type OptionValues } from '../command.ts';
-import { withDatabase, withNats } from '../context.ts';
+import { withAdmin, withDatabase, withNats } from '../context.ts';
 
 type Shown = Omit<EndpointState, 'secrets' | 'activeSince'> | EndpointRow;
 
@@ -141,5 +141,24 @@ export const endpointsList: Command = {
       : table(['ID', 'STATUS', 'RATE LIMIT', 'EVENTS', 'URL'], page.rows.map((e) => [
         e.id, statusText(e), e.rateLimit === null ? null : `${e.rateLimit}/s`, e.events.join(','), e.url,
       ]))));
+  },
+};
+
+export const endpointsRetryNow: Command = {
+  name: 'endpoints retry-now',
+  summary: "Attempt an endpoint's waiting retries now instead of at their next step (after its receiver was fixed)",
+  help: [
+    'Every delivery instance hands the deliveries of ENDPOINT_ID that it left waiting for a retry back to',
+    'NATS for an attempt now; each keeps its attempt count (the attempt made now is its next one). New',
+    'deliveries never wait behind retries, so this is only for the ones that already failed. Retries left',
+    'by an instance that has since stopped keep their schedule. Asks the admin subject, as the operator user.',
+  ].join('\n'),
+  options: {},
+  positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
+  async run({ positionals, out }) {
+    const id = positionals[0]!;
+    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const r = await withAdmin((admin) => admin.retryNow({ endpoint: id }));
+    out.data(r, () => `${r.brought_forward} waiting ${r.brought_forward === 1 ? 'delivery' : 'deliveries'} of ${r.endpoint_id} brought forward (${r.instances} delivery ${r.instances === 1 ? 'instance' : 'instances'} answered)`);
   },
 };

@@ -1,7 +1,7 @@
 // Every CLI command, in the order `hookstream --help` lists them.
 import type { Command } from '../command.ts';
 import { serve } from './serve.ts';
-import { endpointsCreate, endpointsList, endpointsUpdate } from './endpoints.ts';
+import { endpointsCreate, endpointsList, endpointsRetryNow, endpointsUpdate } from './endpoints.ts';
 import { eventsPublish, eventsRejected } from './events.ts';
 import { keysGenerate, keysResealDeadLetters, keysResealSecrets } from './keys.ts';
 import { listen } from './listen.ts';
@@ -10,6 +10,6 @@ import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-lett
 import { deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild } from './projections.ts';
 
-export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, eventsPublish, eventsRejected, listen,
+export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, listen,
   deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];

@@ -1,0 +1,111 @@
+// The backstop of dead-lettering (issue 17). nats-server sends the max-deliveries advisory once, as a plain
+// publish, and drops the message from its consumer's pending set at the same moment: if the advisory is
+// not stored then (the advisory stream unavailable, a leader election), the message would sit in its work
+// queue for ever. The advisory stays the trigger; every interval, this looks for such messages and hands
+// them to the same idempotent path.
+//
+// Cheap when nothing is wrong: per delivery stream, one stream info with per-subject counts and one
+// consumer listing. A consumer whose subject holds more messages than it has pending (unsent) and
+// ack-pending (in flight or waiting for a retry) has dropped some: only there, and only when it was so on
+// the previous scan too (an advisory being handled right now is not the backstop's), are the oldest
+// messages read, and one is buried when its last attempt record says it was the final attempt, failed
+// longer than an interval ago.
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
+import { DeliveryHeader, deliveryStream } from '../../streams/deliveries.ts';
+import { describe } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { ServiceMetrics } from '../metrics.ts';
+
+/** A dropped delivery to dead-letter: from an advisory, or found by the backstop. */
+export interface Death {
+  stream: string;
+  seq: number;
+  /** The endpoint's consumer (its id). */
+  consumer: string;
+  /** Deliveries made, when no attempt record says how many attempts. */
+  deliveries: number;
+  /** When it died, when no attempt record says (ISO 8601). */
+  at: string;
+  by: 'advisory' | 'backstop';
+}
+
+/** Messages read at most per endpoint and scan while looking for the dropped ones. */
+const MAX_WALK = 1000;
+
+export function startBackstop(deps: {
+  jsm: JetStreamManager;
+  shards: number;
+  /** retry schedule length + 1: an attempt record with this attempt number was the last one. */
+  maxDeliver: number;
+  intervalMs: number;
+  bury: (death: Death) => Promise<boolean>;
+  log: Logger;
+  metrics: ServiceMetrics;
+}): { stop(): Promise<void> } {
+  const { jsm, log } = deps;
+  /** `<stream> <consumer>` that looked short of messages at the last scan. */
+  let suspects = new Set<string>();
+  let stopped = false;
+
+  async function lastAttempt(endpoint: string, webhookId: string): Promise<AttemptRecord | undefined> {
+    const m = await jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: attemptSubject(endpoint, webhookId) }).catch(() => null);
+    return m ? m.json<AttemptRecord>() : undefined;
+  }
+
+  /** Walk `subject` from its oldest message up to `upTo`; bury up to `missing` whose final attempt failed long enough ago. */
+  async function sweepSubject(stream: string, consumer: string, subject: string, upTo: number, missing: number): Promise<number> {
+    let found = 0;
+    const before = Date.now() - deps.intervalMs;
+    for (let seq = 0, walked = 0; found < missing && walked < MAX_WALK && !stopped; walked++) {
+      const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq } as never).catch(() => null);
+      if (!m || m.seq > upTo) break;
+      seq = m.seq + 1;
+      const webhookId = m.header.get(DeliveryHeader.WebhookId);
+      const last = webhookId ? await lastAttempt(consumer, webhookId) : undefined;
+      if (!last || last.attempt < deps.maxDeliver || Date.parse(last.at) > before) continue;
+      if (await deps.bury({ stream, seq: m.seq, consumer, deliveries: last.attempt, at: last.at, by: 'backstop' })) {
+        found++;
+        deps.metrics.deadLettersBackstop.inc();
+      }
+    }
+    return found;
+  }
+
+  async function scan(): Promise<void> {
+    const next = new Set<string>();
+    for (let shard = 0; shard < deps.shards && !stopped; shard++) {
+      const stream = deliveryStream(shard);
+      const info = await jsm.streams.info(stream, { subjects_filter: `deliveries.${shard}.>` });
+      const counts = info.state.subjects ?? {};
+      if (Object.keys(counts).length === 0) continue;
+      for await (const ci of jsm.consumers.list(stream)) {
+        const subject = `deliveries.${shard}.${ci.name}`;
+        const dropped = (counts[subject] ?? 0) - ci.num_pending - ci.num_ack_pending;
+        if (dropped <= 0) continue;
+        const key = `${stream} ${ci.name}`;
+        next.add(key);
+        if (!suspects.has(key)) continue;
+        const found = await sweepSubject(stream, ci.name, subject, ci.delivered.stream_seq, dropped);
+        if (found < dropped) log.info('backstop: a consumer holds fewer deliveries than its queue, not all dead', { stream, endpoint: ci.name, dropped, buried: found });
+      }
+    }
+    suspects = next;
+  }
+
+  let running: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    running ??= scan()
+      .catch((e: unknown) => log.warn('dead-letter backstop scan failed; trying at the next interval', { reason: describe(e) }))
+      .finally(() => { running = undefined; });
+  }, deps.intervalMs);
+  timer.unref();
+
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,75 @@
+// No delivery stuck in silence (issue 17, point 2): a delivery whose max-deliveries advisory is lost (the
+// advisory stream unable to store it at the moment of death) still ends as exactly one dead letter, found
+// by the backstop; and the operational notice of a death comes after its record and its removal from the
+// queue. Real NATS, Postgres, delivery and dead-letter roles, and a receiver that always fails.
+import test from 'ava';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { AdminClient } from '../src/admin/client.ts';
+import { ADVISORIES_STREAM, ensureDeadLetterStream } from '../streams/dead-letters.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
+import type { EndpointId, TenantId } from '../src/domain/ids.ts';
+
+let h: TestService;
+let admin: AdminClient;
+
+test.before(async () => {
+  h = await startTestService('deadletter_backstop', {
+    HOOKSTREAM_RETRY_SCHEDULE: '200ms,200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s', HOOKSTREAM_DEAD_LETTER_BACKSTOP: '1s',
+  });
+  ({ admin } = await h.operator());
+});
+test.after.always(() => h?.closeAll());
+
+async function queued(endpoint: EndpointId): Promise<number> {
+  const address = deliveryAddress(endpoint, h.config.deliveryShards);
+  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
+  return info.state.subjects?.[address.subject] ?? 0;
+}
+
+const deadLetters = (endpoint: EndpointId) => h.service.orm!.em.fork().getConnection().execute<{ id: string; dead_count: number }[]>(
+  'select id, dead_count from dead_letters where endpoint_id = ?', [endpoint]);
+
+test.serial('a lost max-deliveries advisory: the backstop still makes the delivery one dead letter', async (t) => {
+  const r = await h.receiver(() => 500);
+  const { endpoint } = await h.store.create('tenant_lost_advisory' as TenantId, { url: r.url, events: ['*'] });
+  // The advisory stream captures nothing while the delivery dies: its advisory is published to no one.
+  const si = await h.service.jsm.streams.info(ADVISORIES_STREAM);
+  await h.service.jsm.streams.update(ADVISORIES_STREAM, { ...si.config, subjects: ['hookstream_test.nothing'] });
+  await h.publish('tenant_lost_advisory', 'user.deleted', { userId: 'user_1' });
+  await r.waitFor(3, 10_000);
+  const webhookId = String(r.received[0]!.headers['webhook-id']);
+  await new Promise((res) => setTimeout(res, 1000));
+  t.is((await h.service.jsm.streams.info(ADVISORIES_STREAM)).state.messages, 0, 'no advisory was stored');
+  t.is(await queued(endpoint.id), 1, 'the dead delivery sits in its queue');
+  await ensureDeadLetterStream(h.service.jsm, h.config.deliveryShards);
+
+  const shown = await eventually(async () => {
+    const s = await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id });
+    return s.state === 'dead' ? s : undefined;
+  }, 15_000, 'the backstop to dead-letter it');
+  t.is(shown.attempts, 3);
+  t.is(shown.last_status, 500);
+  t.is(await queued(endpoint.id), 0, 'removed from its queue');
+  t.is(h.service.metrics.deadLettersBackstop.get(), 1);
+  await new Promise((res) => setTimeout(res, 2500));
+  t.deepEqual((await deadLetters(endpoint.id)).map((d) => d.dead_count), [1], 'one record, stored once');
+  t.is(r.received.length, 3, 'no attempt after its death');
+});
+
+test.serial('the notice of a death comes after its record and its removal from the queue', async (t) => {
+  const r = await h.receiver(() => 500);
+  const tenant = 'tenant_notice' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'] });
+  const seenAt: { rows: number; queued: number }[] = [];
+  const sub = h.service.nc.subscribe(`ops.${tenant}.message.attempt.exhausted`, {
+    callback: () => {
+      // What the notice's reader would find at that moment.
+      void Promise.all([deadLetters(endpoint.id), queued(endpoint.id)]).then(([rows, q]) => seenAt.push({ rows: rows.length, queued: q }));
+    },
+  });
+  t.teardown(() => sub.unsubscribe());
+  await h.publish(tenant, 'user.deleted', { userId: 'user_2' });
+  await eventually(() => (seenAt.length > 0 ? true : undefined), 15_000, 'the exhausted notice');
+  t.deepEqual(seenAt[0], { rows: 1, queued: 0 });
+});
