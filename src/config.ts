@@ -4,7 +4,7 @@ import { ConfigError } from './errors.ts';
 import { parseDuration } from './domain/duration.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
 import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
-import { DELIVERY_MAX_BODY } from '../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, MAX_QUEUED_PER_ENDPOINT } from '../streams/deliveries.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'] as const;
 export type Role = (typeof ROLES)[number];
@@ -33,6 +33,8 @@ export interface Config {
   allowPrivateTargets: boolean;
   /** Each endpoint's lanes in a delivery process: its concurrent attempts there. */
   maxInFlightPerEndpoint: number;
+  /** HOOKSTREAM_MAX_QUEUED: deliveries one endpoint's queue holds; the next is refused and recorded. */
+  maxQueuedPerEndpoint: number;
   /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
   deliveryShards: number;
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
@@ -72,6 +74,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
   { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
+  { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
@@ -190,6 +193,7 @@ export function loadConfig(env: Env = process.env): Config {
     deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
+    maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
     deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, 256),

@@ -59,7 +59,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
     await ensureStreams(jsm, {
-      shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas,
+      shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
     });
     const keys = await loadKeys(config, log, {
@@ -147,7 +147,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => health.stop());
       const delivery = await startDelivery({
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
-        options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint, replicas: config.replicas },
+        options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
+          maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
       });
       stops.push(() => delivery.stop());
@@ -156,7 +157,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (roles.has('router') && directory && publisher && webhookIds) {
       const router = await startRouter({
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
-        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders,
+        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
+        maxQueued: config.maxQueuedPerEndpoint,
       });
       stops.push(() => router.stop());
     }

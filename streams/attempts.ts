@@ -26,6 +26,9 @@ export interface AttemptRecord {
   // what set next_attempt_at when it was not the retry schedule.
   retry_after_ms?: number;
   next_attempt_by?: 'retry_after' | 'rate_limit';
+  // Added by issue 17: not an attempt but the router's record that the endpoint's queue refused the
+  // delivery (HOOKSTREAM_MAX_QUEUED); attempt is 0 and it is never retried.
+  dropped?: 'queue_full';
 }
 
 export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[], opts?: EnsureOptions): Promise<void> {

@@ -12,8 +12,10 @@ export const DELIVERIES_PREFIX = 'DELIVERIES_';
 export const DELIVERY_MAX_MSG_SIZE = 512 * 1024;
 /** Largest delivery body the router publishes: the rest is room for its headers (well under 1 KiB). */
 export const DELIVERY_MAX_BODY = DELIVERY_MAX_MSG_SIZE - 4 * 1024;
-/** Deliveries one endpoint's queue holds at most (its subject's message limit); the oldest go first. */
+/** Deliveries one endpoint's queue holds at most by default (HOOKSTREAM_MAX_QUEUED); beyond it a new one is refused. */
 export const MAX_QUEUED_PER_ENDPOINT = 100_000;
+/** nats-server's answer to a publish past a subject's limit with discard_new_per_subject (10077). */
+export const QUEUE_FULL_CODE = 10077;
 
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
 export const DeliveryHeader = {
@@ -59,7 +61,7 @@ const declaredShards = (description: string | undefined): number | undefined => 
   return m ? Number(m[1]) : undefined;
 };
 
-export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: number, opts?: EnsureOptions): Promise<void> {
+export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: number, maxQueued: number, opts?: EnsureOptions): Promise<void> {
   // The shard count decides where every endpoint's messages live: changing it would strand them. A set
   // another process is still creating has fewer streams than its count, so the count is read from what
   // each stream declares, never from how many exist; a stream numbered past our count is a mismatch too.
@@ -88,10 +90,12 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       max_msg_size: DELIVERY_MAX_MSG_SIZE,
       duplicate_window: nanos(2 * 60_000),
       // The bound on one endpoint's queue (issue 10): a disabled endpoint holds its deliveries here until
-      // a restore; past the bound JetStream drops that endpoint's oldest (nats-server 2.9 applies it to
-      // work-queue streams too), never another endpoint's and never a publish.
-      max_msgs_per_subject: MAX_QUEUED_PER_ENDPOINT,
-      discard: DiscardPolicy.Old,
+      // a restore. Past the bound JetStream refuses that endpoint's next delivery (10077), never another
+      // endpoint's, and keeps the oldest, which wait for a retry or a restore: the router records the
+      // refusal where operators see it (issue 17; before, the oldest were dropped in silence).
+      max_msgs_per_subject: maxQueued,
+      discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
     }, opts);
   }
 }
@@ -103,7 +107,7 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
  */
 export function endpointConsumer(
   endpointId: string,
-  opts: { shards: number; retrySchedule: number[]; replicas?: number },
+  opts: { shards: number; retrySchedule: number[]; maxQueued: number; replicas?: number },
 ): DurableDefinition & { filter_subject: string } {
   return {
     durable_name: endpointId,
@@ -120,6 +124,6 @@ export function endpointConsumer(
     // Not the concurrency bound (the delivery role pulls only for its free lanes, src/delivery/pull-loop.ts)
     // nor the rate limit (tokens, streams/rate-limits.ts), but the room for deliveries waiting for a retry:
     // as large as the queue, so a failed delivery never takes the place of a new one (issue 17).
-    max_ack_pending: MAX_QUEUED_PER_ENDPOINT,
+    max_ack_pending: opts.maxQueued,
   };
 }

@@ -23,7 +23,8 @@ const TRANSIENT = /timeout|no responders|503|unavailable/i;
  * out for a minute, from the first step, before start-up fails with one line.
  */
 export async function ensureStreams(
-  jsm: JetStreamManager, opts: { shards: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void },
+  jsm: JetStreamManager,
+  opts: { shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void },
 ): Promise<void> {
   const o: EnsureOptions = { replicas: opts.replicas };
   const until = Date.now() + STARTUP_PATIENCE_MS;
@@ -31,7 +32,7 @@ export async function ensureStreams(
     try {
       await ensureEndpointsStream(jsm, o);
       await ensureEventsStream(jsm, o);
-      await ensureDeliveryStreams(jsm, opts.shards, o);
+      await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o);
       await ensureDeadLetterStream(jsm, opts.shards, o);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);
       await ensureRejectedStream(jsm, o);

@@ -14,6 +14,7 @@ export const OpsEventType = {
   EndpointEnabled: 'endpoint.enabled',
   AttemptExhausted: 'message.attempt.exhausted',
   AttemptRecovered: 'message.attempt.recovered',
+  EndpointQueueFull: 'endpoint.queue_full',
 } as const;
 export type OpsEventType = (typeof OpsEventType)[keyof typeof OpsEventType];
 
@@ -31,7 +32,12 @@ export type OpsEvent =
     attempts: number; last_status: number | null; last_error: string | null; dead_letter_id: string }
   | { v: 1; type: 'message.attempt.recovered'; tenant: string; endpoint: string; at: string;
     /** When the run of failures began. */
-    failing_since: string; webhook_id: string | null; event_type: string | null };
+    failing_since: string; webhook_id: string | null; event_type: string | null }
+  | { v: 1; type: 'endpoint.queue_full'; tenant: string; endpoint: string; at: string;
+    /** The queue's bound (HOOKSTREAM_MAX_QUEUED); at most one such event per endpoint per minute. */
+    max_queued: number;
+    /** The first delivery dropped in that minute. */
+    webhook_id: string; event_type: string };
 
 export async function ensureOpsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
   await ensureStream(jsm, {

@@ -24,6 +24,7 @@ test('defaults without any variable', (t) => {
     deadLetterBackstopMs: 60_000,
     allowPrivateTargets: false,
     maxInFlightPerEndpoint: 16,
+    maxQueuedPerEndpoint: 100_000,
     deliveryShards: 128,
     rateLimitPerSecond: 100,
     maxEventBytes: 262_144,

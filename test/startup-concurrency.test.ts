@@ -25,7 +25,7 @@ async function managers(url: string, n: number): Promise<JetStreamManager[]> {
   }));
 }
 
-const opts = { shards: 8, retrySchedule: [1000, 2000], replicas: 1 };
+const opts = { shards: 8, retrySchedule: [1000, 2000], maxQueued: 100_000, replicas: 1 };
 
 test('four processes ensuring every stream at the same moment all succeed, and again', async (t) => {
   const nats = await startNatsServer();
@@ -39,7 +39,7 @@ test('four processes ensuring every stream at the same moment all succeed, and a
   for await (const n of jsms[0]!.streams.names()) names.push(n);
   t.is(names.filter((n) => n.startsWith('DELIVERIES_')).length, 8);
   // The same endpoint consumer created by four delivery roles at once.
-  const def = endpointConsumer('webhook_race', { shards: 8, retrySchedule: [1000, 2000], replicas: 1 });
+  const def = endpointConsumer('webhook_race', { shards: 8, retrySchedule: [1000, 2000], maxQueued: 100_000, replicas: 1 });
   const results = await Promise.allSettled(jsms.map((jsm) => ensureConsumer(jsm, deliveryAddress('webhook_race', 8).stream, def)));
   t.deepEqual(results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason)), []);
 });

@@ -14,6 +14,7 @@
 //   queued, rate-limited endpoint, window full   → pending, waiting_on rate_limit
 //   not queued, dead letter `dead`               → dead
 //   not queued, dead letter `replayed`           → acknowledged (the replay left the queue alive)
+//   not queued, last record a refusal            → dropped   (the endpoint's queue was full, issue 17)
 //   not queued, failures recorded                → acknowledged (a later attempt got a 2xx)
 //   not queued, nothing failed, event routed and
 //     the endpoint subscribes to it              → acknowledged at the first attempt
@@ -164,6 +165,13 @@ export function createDeliveryStates(deps: {
           ...base, state: DeliveryState.Dead, attempts: dead.attempts, last_status: dead.last_status, last_error: dead.last_error,
           last_attempt_at: last?.at ?? iso(dead.failed_at),
           reason: `retries ran out; dead letter ${dead.id} holds the message`,
+        };
+      }
+      const newest = records[records.length - 1];
+      if (!dead && newest?.dropped) {
+        return {
+          ...base, state: DeliveryState.Dropped, attempts: 0, last_error: newest.error, last_attempt_at: newest.at,
+          reason: `never queued, so never delivered: the event was routed at ${newest.at}, when the endpoint's queue was full (${newest.error ?? 'dropped'})`,
         };
       }
       // Successes write nothing, so an acknowledged delivery's last status is not known beyond "2xx".

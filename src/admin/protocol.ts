@@ -173,6 +173,8 @@ export const DeliveryState = {
   Acknowledged: 'acknowledged',
   /** Retries ran out; a dead letter holds the message. */
   Dead: 'dead',
+  /** Never queued: the endpoint's queue was full (HOOKSTREAM_MAX_QUEUED) when the event was routed. */
+  Dropped: 'dropped',
   /** Not enough left to tell (see the reason): event aged out of EVENTS, endpoint deleted or created later, huge backlog. */
   Unknown: 'unknown',
 } as const;

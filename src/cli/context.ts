@@ -56,7 +56,9 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   try {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
-    await ensureStreams(jsm, { shards: config.deliveryShards, retrySchedule: config.retrySchedule, replicas: config.replicas });
+    await ensureStreams(jsm, {
+      shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
+    });
     return await fn({ config, log, nc, js, jsm });
   } finally {
     await nc.drain().catch(() => {});

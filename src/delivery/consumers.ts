@@ -21,6 +21,8 @@ export interface DeliveryOptions {
   shards: number;
   retrySchedule: number[];
   maxInFlight: number;
+  /** HOOKSTREAM_MAX_QUEUED: the consumer's room for deliveries waiting for a retry. */
+  maxQueued: number;
   /** HOOKSTREAM_REPLICAS for the endpoints' consumers; absent leaves existing consumers as they are. */
   replicas?: number;
 }
@@ -53,7 +55,7 @@ export async function startEndpointConsumers(deps: {
   async function ensure(state: EndpointState, known?: ConsumerConfig): Promise<void> {
     const address = deliveryAddress(state.id, options.shards);
     await ensureConsumer(jsm, address.stream, endpointConsumer(state.id, {
-      shards: options.shards, retrySchedule: options.retrySchedule, replicas: options.replicas,
+      shards: options.shards, retrySchedule: options.retrySchedule, maxQueued: options.maxQueued, replicas: options.replicas,
     }), known);
   }
 

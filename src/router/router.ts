@@ -12,7 +12,7 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
-import { DELIVERY_MAX_BODY, DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE, deliveryAddress } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { TenantId } from '../domain/ids.ts';
@@ -21,13 +21,15 @@ import type { EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
-import type { AckedPublisher } from '../nats/acked-publisher.ts';
+import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
+import type { OpsEvents } from '../ops/events.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
+import { createDroppedDeliveries } from './dropped.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -60,6 +62,10 @@ export async function startRouter(deps: {
   limits: EventLimits;
   /** Pulls again when the router's consumer elects a leader (src/nats/consumer-leaders.ts). */
   leaders?: ConsumerLeaders;
+  /** Where a full queue's refusals are noticed (src/router/dropped.ts); absent in tests that do not look. */
+  ops?: OpsEvents;
+  /** HOOKSTREAM_MAX_QUEUED, for the record of a refusal. */
+  maxQueued?: number;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -76,6 +82,7 @@ export async function startRouter(deps: {
   const publishesDone = new Set<Promise<void>>();
   const verdicts = createVerdicts({ publisher, maxEventBytes: deps.limits.maxBytes, log, metrics });
   const routed = createRoutedLog({ jsm: deps.jsm, publisher, intervalMs: ROUTED_FLUSH_MS, log });
+  const dropped = createDroppedDeliveries({ publisher, ops: deps.ops, metrics, log, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT });
 
   // Messages waiting for their verdict, with when they arrived: one sweep keeps the long waits alive.
   const waiting = new Map<JsMsg, number>();
@@ -176,9 +183,19 @@ export async function startRouter(deps: {
         return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
       });
       const results = await Promise.allSettled(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
-      results.forEach((r, i) => { if (r.status === 'fulfilled') storedNow.add(key(list[i]!)); });
-      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (failed) throw failed.reason;
+      const refused: Promise<void>[] = [];
+      let failed: unknown;
+      results.forEach((r, i) => {
+        const endpoint = list[i]!;
+        if (r.status === 'fulfilled') storedNow.add(key(endpoint));
+        else if (r.reason instanceof PublishRejectedError && r.reason.code === QUEUE_FULL_CODE) {
+          // Its queue is full: recorded as dropped, never retried (src/router/dropped.ts).
+          storedNow.add(key(endpoint));
+          refused.push(dropped.record(endpoint, { webhookId, event: parsed.type }));
+        } else failed ??= r.reason;
+      });
+      await Promise.all(refused);
+      if (failed !== undefined) throw failed;
     };
     if (targets.length > 0 && bodyOrReject() === undefined) return undefined;
     const first = targets.length > 0 ? publishTo(targets) : undefined;

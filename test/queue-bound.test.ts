@@ -1,0 +1,78 @@
+// Issue 17: an endpoint's queue holds HOOKSTREAM_MAX_QUEUED deliveries (5 here). Past it, the next delivery
+// is refused and the refusal is visible: counted, announced once (endpoint.queue_full), and `deliveries
+// show` answers `dropped`, never `acknowledged`. The oldest, waiting for their retries, stay; the event is
+// still routed to the tenant's other endpoints. Real NATS, Postgres and receivers.
+import test from 'ava';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import { opsSubject, OPS_STREAM, type OpsEvent } from '../streams/ops.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
+import type { AdminClient } from '../src/admin/client.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+const BOUND = 5;
+let h: TestService;
+let admin: AdminClient;
+
+test.before(async () => {
+  h = await startTestService('queue_bound', {
+    HOOKSTREAM_MAX_QUEUED: String(BOUND), HOOKSTREAM_RETRY_SCHEDULE: '30s,30s', HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
+  });
+  ({ admin } = await h.operator({ timeoutMs: 20_000 }));
+});
+test.after.always(() => h?.closeAll());
+
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${h.service.opsUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+test.serial('a full queue refuses the newest deliveries, visibly; the oldest keep their retries, other endpoints get everything', async (t) => {
+  const tenant = 'tenant_queue_bound' as TenantId;
+  const failing = await h.receiver(() => 500);
+  const healthy = await h.receiver(() => 200);
+  const { endpoint: full } = await h.store.create(tenant, { url: failing.url, events: ['user.*'] });
+  await h.store.create(tenant, { url: healthy.url, events: ['user.*'] });
+  const before = await metric('hookstream_deliveries_dropped_total');
+
+  // One at a time, each delivered to the healthy endpoint before the next: its queue never fills.
+  for (let i = 0; i < BOUND + 3; i++) {
+    await h.publish(tenant, 'user.updated', { userId: `user_${i}` });
+    await healthy.waitFor(i + 1, 10_000);
+  }
+  await eventually(async () => ((await metric('hookstream_deliveries_dropped_total')) - before === 3 ? true : undefined), 10_000, 'three drops counted');
+
+  // The five oldest are queued, each attempted once and waiting 30 s for its retry.
+  await failing.waitFor(BOUND, 10_000);
+  const jsm = await jetstreamManager(h.service.nc);
+  const { stream, subject } = deliveryAddress(full.id, h.config.deliveryShards);
+  const si = await jsm.streams.info(stream, { subjects_filter: subject });
+  t.is(si.state.subjects?.[subject], BOUND, 'the queue holds its bound');
+  const users = (bodies: string[]) => bodies.map((b) => (JSON.parse(b) as { data: { userId: string } }).data.userId).sort();
+  t.deepEqual(users(failing.received.map((r) => r.body)), Array.from({ length: BOUND }, (_, i) => `user_${i}`).sort(), 'the oldest were kept');
+
+  // Each refused delivery shows as dropped; a kept one as retrying.
+  const ids = healthy.received.map((r) => ({ user: users([r.body])[0]!, id: String(r.headers['webhook-id']) }));
+  const droppedId = ids.find((x) => x.user === `user_${BOUND + 2}`)!.id;
+  const keptId = ids.find((x) => x.user === 'user_0')!.id;
+  const shown = await admin.showDelivery({ webhook_id: droppedId, endpoint: full.id });
+  t.is(shown.state, 'dropped');
+  t.regex(shown.reason, /queue was full/);
+  t.is((await admin.showDelivery({ webhook_id: keptId, endpoint: full.id })).state, 'retrying');
+
+  // One operational event for the minute, however many were dropped.
+  const ops = await eventually(async () => {
+    const m = await jsm.streams.getMessage(OPS_STREAM, { last_by_subj: opsSubject(tenant, 'endpoint.queue_full') }).catch(() => null);
+    return m ?? undefined;
+  }, 5000, 'the endpoint.queue_full event');
+  const event = ops.json<OpsEvent>();
+  t.like(event, { type: 'endpoint.queue_full', tenant, endpoint: full.id, max_queued: BOUND });
+  const count = (await jsm.streams.info(OPS_STREAM, { subjects_filter: opsSubject(tenant, 'endpoint.queue_full') })).state.subjects;
+  t.is(count?.[opsSubject(tenant, 'endpoint.queue_full')], 1);
+
+  // Every event was routed (acked by the router), none rejected.
+  const info = await jsm.consumers.info('EVENTS', 'router');
+  t.is(info.num_ack_pending, 0);
+});
