@@ -406,3 +406,28 @@ test('a write whose event the projection has not reached in time still answers (
   t.like(res.body, { url: 'https://hooks.example.com/11', status: 'active' });
   t.true(lines.some((l) => (JSON.parse(l) as { msg: string }).msg.startsWith('projection lags')));
 });
+
+test('text the stores cannot hold is refused with 422 naming the field, and another tenant is listed at once', async (t) => {
+  // Postgres refuses U+0000; before issue 23 this answered 201 and stopped the projection for every tenant.
+  const c = await as(t, 'tenant_odd_text');
+  const bad = ['a\u0000b', 'bell\u0007', 'escape\u001b[31m', 'lone \ud800 surrogate', 'cr\r\nlf', 'del\u007f'];
+  for (const description of bad) {
+    const res = await c.post('/v1/webhooks', { ...endpointBody(), description });
+    envelope(t, res, 422, 'validation_failed');
+    t.deepEqual(res.body.error.details.map((d: { field: string }) => d.field), ['description'], JSON.stringify(description));
+  }
+  const { body: ok } = await c.post('/v1/webhooks', { ...endpointBody(), description: 'two\nlines\tand a tab, ünïcödé 🙂' });
+  t.is(ok.description, 'two\nlines\tand a tab, ünïcödé 🙂');
+  const patched = await c.patch(`/v1/webhooks/${ok.id}`, { description: 'x\u0000' });
+  envelope(t, patched, 422, 'validation_failed');
+  // The read model goes on: another tenant's new endpoint is listed as soon as it is created.
+  const other = await as(t, 'tenant_after_odd_text');
+  const { body: created } = await other.post('/v1/webhooks', endpointBody(2));
+  const until = Date.now() + 5000;
+  let listed = false;
+  while (!listed && Date.now() < until) {
+    listed = (await other.get('/v1/webhooks')).body.data.some((e: { id: string }) => e.id === created.id);
+    if (!listed) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.true(listed, 'listed within 5 s');
+});

@@ -4,6 +4,7 @@ import { isEventPattern, type EventPattern } from './catalogue.ts';
 import { conflict, invalid, type FieldError } from '../errors.ts';
 import type { EndpointId, TenantId } from './ids.ts';
 import { isSignatureScheme, SignatureScheme } from './signature.ts';
+import { textProblem } from './text.ts';
 
 // `disabled` (issue 10): hookstream stopped sending (410 Gone, or failing too long); deliveries are kept
 // in the endpoint's queue until a restore, unlike `deleted`, whose queue is dropped.
@@ -252,7 +253,11 @@ function checkFields(input: EndpointInput, partial: boolean, checkUrl: CheckUrl)
   if (input.description !== undefined) {
     if (input.description !== null && typeof input.description !== 'string') problems.push({ field: 'description', message: 'must be a string' });
     else if (typeof input.description === 'string' && input.description.length > MAX_DESCRIPTION) problems.push({ field: 'description', message: `must be at most ${MAX_DESCRIPTION} characters` });
-    else out.description = input.description;
+    else {
+      const problem = typeof input.description === 'string' ? textProblem(input.description, { multiline: true }) : undefined;
+      if (problem) problems.push({ field: 'description', message: problem });
+      else out.description = input.description;
+    }
   } else if (!partial) out.description = null;
   if (input.rate_limit !== undefined) {
     const r = input.rate_limit;

@@ -3,6 +3,7 @@
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyInfo } from '../../apikeys/store.ts';
 import { requireTenant, table, UsageError, type Command } from '../command.ts';
 import { withDatabase } from '../context.ts';
+import { textProblem } from '../../domain/text.ts';
 
 /** The JSON shape of a key (snake_case, as the API writes its fields). */
 const keyOut = (k: ApiKeyInfo) => ({
@@ -25,6 +26,8 @@ export const apiKeysCreate: Command = {
     const tenant = requireTenant(values);
     const name = typeof values['name'] === 'string' && values['name'] !== '' ? values['name'] : null;
     if (name !== null && name.length > 200) throw new UsageError('--name must be at most 200 characters');
+    const problem = name === null ? undefined : textProblem(name);
+    if (problem) throw new UsageError(`--name ${problem}`);
     const created = await withDatabase((em) => createApiKey(em, tenant, name));
     out.data({ ...keyOut(created), key: created.key }, () => [
       `created ${created.id} for ${tenant}${name ? ` (${name})` : ''}`,
