@@ -30,6 +30,8 @@ export const DeliveryHeader = {
    * role drops a delivery routed before the endpoint's latest restore (it was routed before a delete).
    */
   EndpointVersion: 'hookstream-endpoint-version',
+  /** The event's EVENTS sequence (issue 17): the delivery role writes down under it that the delivery is stored. */
+  EventSeq: 'hookstream-event-seq',
 } as const;
 
 /** FNV-1a: a stable, fast spread of endpoint ids over shards. */

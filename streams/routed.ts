@@ -15,7 +15,11 @@ export const routedSubject = (eventSeq: number) => `routed.${Math.floor(eventSeq
 /** Longer than the router's longest wait between two deliveries of an event (src/router/verdict.ts). */
 const ROUTED_MAX_AGE_MS = 3 * 3600_000;
 
-/** Wire shape, version 1: `done` events had their whole fan-out stored; `partial` lists endpoints stored so far. */
+/**
+ * Wire shape, version 1: `done` events had their whole fan-out stored; `partial` lists endpoints whose
+ * delivery is known to be stored: written by the router when a fan-out failed part-way, and by the
+ * delivery role for each delivery answered 2xx, just before its ack (src/delivery/stored-acks.ts).
+ */
 export interface RoutedMarker {
   v: 1;
   /** Inclusive ranges of EVENTS sequences. */
@@ -32,6 +36,9 @@ export async function ensureRoutedStream(jsm: JetStreamManager, opts?: EnsureOpt
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
     max_age: nanos(ROUTED_MAX_AGE_MS),
+    // The delivery role writes about 30 bytes per delivery: a bound for sustained rates (the oldest
+    // markers go first; losing one only risks a duplicate should its event be routed again).
+    max_bytes: 1024 * 1024 * 1024,
     duplicate_window: nanos(60_000),
   }, opts);
 }

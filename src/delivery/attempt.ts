@@ -22,6 +22,8 @@ import { planNextAttempt } from './next-attempt.ts';
 import { honoursRetryAfter, parseRetryAfter } from './retry-after.ts';
 import { deliveryHeaders } from './sign-request.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
+import type { StoredAcks } from './stored-acks.ts';
+import type { RecentAcks } from './recent-acks.ts';
 
 export interface Sender {
   send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -37,8 +39,6 @@ export interface AttemptLane {
   id: EndpointId;
   limit: ConcurrencyLimit;
   readonly closed: boolean;
-  /** The delivery at this stream sequence was acked (its ack may yet be lost with a NATS restart). */
-  acked(seq: number): void;
 }
 
 export interface Attempts {
@@ -81,6 +81,10 @@ export function createAttempts(deps: {
   health: EndpointHealthHook | undefined;
   /** The messages the sweep keeps alive: a failed attempt leaves it, a final one held for its rate limit rejoins. */
   inFlight: Set<InFlight>;
+  /** 2xx deliveries acked here, for one whose ack the server lost (src/delivery/recent-acks.ts). */
+  recentAcks: RecentAcks;
+  /** Acks of 2xx deliveries, each after the record that it was stored (src/delivery/stored-acks.ts). */
+  stored: StoredAcks;
   /** Tokens of rate-limited endpoints, taken before each attempt. */
   rates: RateGates;
   /** Failed deliveries left waiting for their retry, for retry-now. */
@@ -114,6 +118,7 @@ export function createAttempts(deps: {
     const batch = acks;
     acks = [];
     for (const m of batch) m.ack();
+    deps.stored.flush();
   };
   const ackSoon = (m: PulledMsg) => {
     if (acks.push(m) === 1) setImmediate(flushAcks);
@@ -183,8 +188,8 @@ export function createAttempts(deps: {
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
 
     if (outcome.ok) {
-      lane.acked(m.seq);
-      ackSoon(m);
+      deps.recentAcks.add(m);
+      if (!deps.stored.ack(m, endpointId)) ackSoon(m);
       metrics.acknowledged.inc({ event });
       return;
     }

@@ -11,6 +11,7 @@ import type { AttemptLane, Attempts } from './attempt.ts';
 import { createConcurrencyLimit } from './concurrency.ts';
 import type { InFlight } from './in-flight.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
+import type { RecentAcks } from './recent-acks.ts';
 
 /** One endpoint's attempts in this process: how many may run at once, how many do, and who waits. */
 interface Lane extends AttemptLane {
@@ -20,17 +21,7 @@ interface Lane extends AttemptLane {
   closed: boolean;
   /** Pull for the lanes just freed. */
   fill?: () => void;
-  /** The last RECENT_ACKS stream sequences this lane acked, as a ring (allocated on the first ack). */
-  recent?: number[];
-  recentAt: number;
 }
-
-/**
- * Acks kept per lane: more than a lane can have unsent when NATS goes away (its lanes and one batch of
- * acks), so a delivery whose ack was lost in a NATS restart is acked again on its return, not POSTed
- * twice (issue 17: the compound fault's remaining duplicates).
- */
-const RECENT_ACKS = 64;
 
 export interface PullLoop {
   /** Pull afresh: the consumer elected a leader and pulls waiting at the old one are gone. */
@@ -59,6 +50,8 @@ export function createPullLoops(deps: {
   /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
   waitFor: (deliveryCount: number) => number;
   maxInFlight: number;
+  /** 2xx deliveries acked in this process: one back after a lost ack is acked again, not attempted. */
+  recentAcks: RecentAcks;
   log: Logger;
 }): PullLoops {
   const { inFlight, log } = deps;
@@ -94,12 +87,7 @@ export function createPullLoops(deps: {
   return {
     run(id, address) {
       const lane: Lane = {
-        id, limit: createConcurrencyLimit(deps.maxInFlight), running: 0, waiting: [], closed: false, recentAt: 0,
-        acked(seq) {
-          lane.recent ??= [];
-          lane.recent[lane.recentAt] = seq;
-          lane.recentAt = (lane.recentAt + 1) % RECENT_ACKS;
-        },
+        id, limit: createConcurrencyLimit(deps.maxInFlight), running: 0, waiting: [], closed: false,
       };
       const feed = deps.feeds.open({
         ...address,
@@ -108,7 +96,7 @@ export function createPullLoops(deps: {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
           // Back after an ack that was lost (a NATS restart): delivered already, acked again.
-          if (m.info.deliveryCount > 1 && lane.recent?.includes(m.seq)) return void m.ack();
+          if (m.info.deliveryCount > 1 && deps.recentAcks.has(m)) return void m.ack();
           deps.retries.arrived(id, m.seq);
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);

@@ -26,6 +26,8 @@ import { createRateGates } from './rate-gate.ts';
 import { createPullLoops } from './pull-loop.ts';
 import { serveRetryNow } from './retry-now.ts';
 import { createWaitingRetries } from './waiting-retries.ts';
+import { createStoredAcks } from './stored-acks.ts';
+import { createRecentAcks } from './recent-acks.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
 export type { DeliveryOptions } from './consumers.ts';
@@ -71,13 +73,15 @@ export async function startDelivery(deps: {
   const retries = createWaitingRetries(deps.nc);
   const stopRetryNow = serveRetryNow(deps.nc, retries, log);
   const rates = createRateGates({ jsm: deps.jsm, publisher: deps.publisher, replicas: options.replicas, log });
+  const recentAcks = createRecentAcks();
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
+    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks,
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
-    feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, log,
+    feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, recentAcks, log,
     // The server's wait on the n-th delivery before it redelivers: the backoff step.
     waitFor: (deliveryCount) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!,
   });

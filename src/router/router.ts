@@ -159,6 +159,7 @@ export async function startRouter(deps: {
     const storedNow = new Set(stored);
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
+    const eventSeq = String(m.seq);
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
     let body: Uint8Array | string | undefined;
     const bodyOrReject = (): Uint8Array | string | undefined => {
@@ -176,6 +177,7 @@ export async function startRouter(deps: {
         h.set(DeliveryHeader.Tenant, parsed.tenant);
         h.set(DeliveryHeader.Endpoint, endpoint.id);
         h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
+        h.set(DeliveryHeader.EventSeq, eventSeq);
         // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
