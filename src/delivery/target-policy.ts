@@ -44,6 +44,8 @@ const IPV4: readonly [string, number][] = [
 
 const IPV6: readonly [string, number][] = [
   ['::', 96], // unspecified ::, loopback ::1 and deprecated IPv4-compatible ::a.b.c.d
+  ['::ffff:0:0:0', 96], // IPv4-translated (RFC 2765), e.g. ::ffff:0:7f00:1
+  ['5f00::', 16], // SRv6 segment identifiers (RFC 9602)
   ['64:ff9b:1::', 48], // local-use NAT64
   ['100::', 64], // discard-only
   ['2001::', 23], // IETF protocol assignments, incl. Teredo

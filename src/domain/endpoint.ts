@@ -234,7 +234,7 @@ function checkFields(input: EndpointInput, partial: boolean, checkUrl: CheckUrl)
       let url: URL | undefined;
       try { url = new URL(input.url); } catch { problems.push({ field: 'url', message: 'is not a valid URL' }); }
       if (url) {
-        const problem = url.username || url.password ? 'must not carry credentials' : checkUrl(url);
+        const problem = url.username || url.password ? 'must not carry credentials (user:password@): they would be stored and shown with the URL; receivers verify the signature instead' : checkUrl(url);
         if (problem) problems.push({ field: 'url', message: problem });
         else out.url = url.toString();
       }
