@@ -2,7 +2,7 @@
 // cover. The row is written in the same transaction as the rows it covers, so it is the position of truth.
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { ProjectionCheckpoint } from '../src/db/entities.ts';
+import { ProjectionCheckpoint, ProjectionSkip } from '../src/db/entities.ts';
 
 /** The read models and the names of their checkpoint rows (stored: a renamed row starts again from sequence 1). */
 export const Projection = { Endpoints: 'endpoints' } as const;
@@ -28,4 +28,30 @@ export async function setCheckpoint(em: EntityManager, name: Projection, seq: nu
 export async function readCheckpoint(orm: MikroORM, name: Projection = Projection.Endpoints): Promise<number> {
   const row = await orm.em.fork().findOne(ProjectionCheckpoint, { name }, { disableIdentityMap: true });
   return row?.lastSeq ?? 0;
+}
+
+/** An event a projector left out, and why. */
+export interface SkippedEvent {
+  seq: number;
+  reason: string;
+  skippedAt: string;
+}
+
+/** Write down skipped events; in the transaction that moves the checkpoint past them. */
+export async function recordSkipped(em: EntityManager, name: Projection, skipped: { seq: number; reason: string }[]): Promise<void> {
+  if (skipped.length === 0) return;
+  const skippedAt = new Date();
+  await em.upsertMany(ProjectionSkip, skipped.map((s) => ({ name, seq: s.seq, reason: s.reason, skippedAt })));
+}
+
+/** Forget every skip of `name` (a rebuild records them again). */
+export async function clearSkipped(em: EntityManager, name: Projection): Promise<void> {
+  await em.nativeDelete(ProjectionSkip, { name });
+}
+
+/** The latest `limit` skipped events of `name`, newest first, and how many there are. */
+export async function readSkipped(orm: MikroORM, name: Projection, limit = 20): Promise<{ total: number; latest: SkippedEvent[] }> {
+  const em = orm.em.fork();
+  const [rows, total] = await em.findAndCount(ProjectionSkip, { name }, { orderBy: { seq: 'desc' }, limit, disableIdentityMap: true });
+  return { total, latest: rows.map((r) => ({ seq: r.seq, reason: r.reason, skippedAt: r.skippedAt.toISOString() })) };
 }

@@ -8,10 +8,9 @@ import { EndpointRecord } from '../src/db/entities.ts';
 import { recordToRow, rowToRecordData, rowToState, stateToRow, type EndpointRow } from '../src/db/endpoint-rows.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
 import { describe } from '../src/errors.ts';
-import type { Logger } from '../src/log.ts';
 import { Projection } from './checkpoint.ts';
 import {
-  rebuildProjection, startProjector, type Fold, type Projector, type ProjectorDeps, type ProjectorOptions, type ReadModel, type StreamMessage,
+  rebuildProjection, startProjector, type Decoded, type Fold, type Projector, type ProjectorDeps, type ProjectorOptions, type ReadModel, type StreamMessage,
 } from './engine.ts';
 
 export const ENDPOINTS_PROJECTION = Projection.Endpoints;
@@ -20,8 +19,12 @@ export type EndpointProjector = Projector;
 const isText = (x: unknown): x is string => typeof x === 'string';
 const isTime = (x: unknown): boolean => typeof x === 'string' && Number.isFinite(Date.parse(x));
 
+// Postgres text cannot hold U+0000 (issue 23: one such description stopped every tenant's writes).
+const holdsNul = (x: unknown): boolean => typeof x === 'string' && x.includes('\u0000');
+
 /** What makes a row storable; a well-typed event carrying wrong fields must not wedge the projector. */
 function rowProblem(row: EndpointRow): string | undefined {
+  if (Object.values(row).some((v) => holdsNul(v) || (Array.isArray(v) && v.some(holdsNul)))) return 'a text field holds U+0000';
   if (!isText(row.id) || !isText(row.tenant) || !isText(row.url)) return 'id, tenant and url must be strings';
   if (!Array.isArray(row.events) || !row.events.every(isText)) return 'events must be a list of strings';
   if (row.description !== null && !isText(row.description)) return 'description must be a string or null';
@@ -35,17 +38,13 @@ function rowProblem(row: EndpointRow): string | undefined {
   return undefined;
 }
 
-function decode(m: StreamMessage, log: Logger): EndpointEvent | undefined {
+function decode(m: StreamMessage): Decoded<EndpointEvent> {
   const decoded = decodeEndpointMessage(m.data);
-  if (!decoded.ok) {
-    log.warn(`skipped endpoint event: ${decoded.reason}`, { seq: m.seq });
-    return undefined;
-  }
-  return decoded.event;
+  return decoded.ok ? { ok: true, message: decoded.event } : decoded;
 }
 
 /** Endpoint states being folded, keyed by id; only the ones an applied event changed are written. */
-function endpointFold(states: Map<string, EndpointState>, log: Logger): Fold<EndpointEvent> {
+function endpointFold(states: Map<string, EndpointState>): Fold<EndpointEvent> {
   const changed = new Set<string>();
   return {
     apply(seq, event) {
@@ -53,17 +52,13 @@ function endpointFold(states: Map<string, EndpointState>, log: Logger): Fold<End
       try {
         next = applyEndpointEvent(states.get(event.id), event, seq);
       } catch (e) {
-        log.warn('skipped endpoint event: cannot apply', { seq, id: event.id, type: event.type, reason: describe(e) });
-        return false;
+        return `cannot apply ${event.type} to ${event.id}: ${describe(e)}`;
       }
       const problem = rowProblem(stateToRow(next));
-      if (problem) {
-        log.warn('skipped endpoint event: malformed fields', { seq, id: event.id, type: event.type, reason: problem });
-        return false;
-      }
+      if (problem) return `malformed fields in ${event.type} of ${event.id}: ${problem}`;
       states.set(event.id, next);
       changed.add(event.id);
-      return true;
+      return undefined;
     },
     async save(em) {
       const data = [...changed].map((id) => rowToRecordData(stateToRow(states.get(id)!)));
@@ -78,12 +73,12 @@ export const endpointReadModel: ReadModel<EndpointEvent> = {
   stream: ENDPOINTS_STREAM,
   kind: 'endpoint',
   decode,
-  async load(em: EntityManager, events, log) {
+  async load(em: EntityManager, events) {
     const ids = [...new Set(events.map((e) => e.id))];
     const records = ids.length ? await em.find(EndpointRecord, { id: { $in: ids } }, { disableIdentityMap: true }) : [];
-    return endpointFold(new Map(records.map((r) => [r.id, rowToState(recordToRow(r))])), log);
+    return endpointFold(new Map(records.map((r) => [r.id, rowToState(recordToRow(r))])));
   },
-  empty: (log) => endpointFold(new Map(), log),
+  empty: () => endpointFold(new Map()),
   async clear(em) {
     await em.nativeDelete(EndpointRecord, {});
   },
@@ -94,5 +89,5 @@ export const startEndpointProjector = (deps: ProjectorDeps, opts: ProjectorOptio
   startProjector(endpointReadModel, deps, opts);
 
 /** Recreate the `endpoints` table from the ENDPOINTS stream (see rebuildProjection). */
-export const rebuildEndpointProjection = (deps: ProjectorDeps, onProgress?: (done: number, total: number) => void): Promise<{ applied: number }> =>
+export const rebuildEndpointProjection = (deps: ProjectorDeps, onProgress?: (done: number, total: number) => void): Promise<{ applied: number; skipped: number }> =>
   rebuildProjection(endpointReadModel, deps, onProgress);

@@ -6,12 +6,20 @@
 // a crash between the write and anything else, or a rebuild running beside a live projector never apply
 // an event twice or skip one: each projector reads the stream in order, and whatever it skips another
 // one has already applied under the same lock.
+//
+// No single event holds the read model (issue 23): an event the read model cannot use is skipped, and a
+// batch Postgres refuses is applied again one event at a time, so that the one event whose value the store
+// cannot hold is skipped alone. Every skip is logged, counted and written down with its sequence and
+// reason (projection_skips, shown by `hookstream projections status`) in the transaction that moves the
+// checkpoint past it.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Consumer, ConsumerMessages, JetStreamClient } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
+import { isPostgresUnavailable, isRefusedValue } from '../src/db/orm.ts';
 import { describe } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
-import { lockCheckpoint, readCheckpoint, setCheckpoint, type Projection } from './checkpoint.ts';
+import type { Counter } from '../src/metrics.ts';
+import { clearSkipped, lockCheckpoint, readCheckpoint, recordSkipped, setCheckpoint, type Projection } from './checkpoint.ts';
 import { createCheckpointWaiters, sleep, waitForCheckpoint } from './wait.ts';
 
 const BATCH_SIZE = 200;
@@ -23,10 +31,19 @@ export interface StreamMessage {
   data: Uint8Array;
 }
 
+/** A message's content, or why it is skipped. */
+export type Decoded<M> = { ok: true; message: M } | { ok: false; reason: string };
+
+/** An event left out of the projection. */
+interface Skip {
+  seq: number;
+  reason: string;
+}
+
 /** Rows being folded in one transaction. */
 export interface Fold<M> {
-  /** Fold one decoded message in; false when it was skipped (the read model logs why). */
-  apply(seq: number, message: M): boolean;
+  /** Fold one decoded message in; or why it is skipped. */
+  apply(seq: number, message: M): string | undefined;
   /** Write the rows the applied messages changed; returns how many. */
   save(em: EntityManager): Promise<number>;
 }
@@ -37,12 +54,11 @@ export interface ReadModel<M> {
   stream: string;
   /** What the stream's events are about, for log lines ('endpoint'). */
   kind: string;
-  /** The message's content, or undefined when it is skipped (the read model logs why). */
-  decode(m: StreamMessage, log: Logger): M | undefined;
+  decode(m: StreamMessage): Decoded<M>;
   /** A fold seeded with the stored rows that `messages` touch (a live batch). */
-  load(em: EntityManager, messages: M[], log: Logger): Promise<Fold<M>>;
+  load(em: EntityManager, messages: M[]): Promise<Fold<M>>;
   /** A fold seeded with nothing (a rebuild, after clear). */
-  empty(log: Logger): Fold<M>;
+  empty(): Fold<M>;
   /** Delete every row. */
   clear(em: EntityManager): Promise<void>;
 }
@@ -51,6 +67,8 @@ export interface ProjectorDeps {
   js: JetStreamClient;
   orm: MikroORM;
   log: Logger;
+  /** Counts skipped events, by projection. */
+  skipped?: Counter;
 }
 
 export interface ProjectorOptions {
@@ -69,22 +87,47 @@ export interface Projector {
 
 const projectorLog = (deps: ProjectorDeps, model: ReadModel<unknown>) => deps.log.child({ component: 'projector', projection: model.name });
 
-/** Apply a batch (in stream order) in one transaction; returns the checkpoint after it. */
-async function applyBatch<M>(orm: MikroORM, model: ReadModel<M>, log: Logger, batch: StreamMessage[]): Promise<number> {
+/** Log and count skips once their transaction committed. */
+function reportSkips(deps: ProjectorDeps, model: ReadModel<unknown>, log: Logger, skips: Skip[]): void {
+  for (const s of skips) log.warn(`skipped ${model.kind} event: ${s.reason}`, { seq: s.seq });
+  if (skips.length) deps.skipped?.inc({ projection: model.name }, skips.length);
+}
+
+/** Apply a batch (in stream order) in one transaction; returns the checkpoint after it and what it skipped. */
+async function applyBatch<M>(orm: MikroORM, model: ReadModel<M>, batch: StreamMessage[]): Promise<{ upTo: number; skips: Skip[] }> {
   return orm.em.fork().transactional(async (em) => {
     const last = await lockCheckpoint(em, model.name);
     const fresh = batch.filter((m) => m.seq > last);
-    if (fresh.length === 0) return last;
-    const decoded = fresh.flatMap((m) => {
-      const message = model.decode(m, log);
-      return message === undefined ? [] : [{ seq: m.seq, message }];
-    });
-    const fold = await model.load(em, decoded.map((d) => d.message), log);
-    for (const d of decoded) fold.apply(d.seq, d.message);
+    if (fresh.length === 0) return { upTo: last, skips: [] };
+    const skips: Skip[] = [];
+    const decoded: { seq: number; message: M }[] = [];
+    for (const m of fresh) {
+      const d = model.decode(m);
+      if (d.ok) decoded.push({ seq: m.seq, message: d.message });
+      else skips.push({ seq: m.seq, reason: d.reason });
+    }
+    const fold = await model.load(em, decoded.map((d) => d.message));
+    for (const d of decoded) {
+      const reason = fold.apply(d.seq, d.message);
+      if (reason !== undefined) skips.push({ seq: d.seq, reason });
+    }
     await fold.save(em);
     const upTo = fresh[fresh.length - 1]!.seq;
+    await recordSkipped(em, model.name, skips);
     await setCheckpoint(em, model.name, upTo);
-    return upTo;
+    return { upTo, skips };
+  });
+}
+
+/** Skip one message Postgres refused; returns the checkpoint after it (unchanged when it was applied meanwhile). */
+async function skipRefused(orm: MikroORM, model: ReadModel<unknown>, m: StreamMessage, reason: string): Promise<{ upTo: number; skips: Skip[] }> {
+  return orm.em.fork().transactional(async (em) => {
+    const last = await lockCheckpoint(em, model.name);
+    if (m.seq <= last) return { upTo: last, skips: [] };
+    const skips = [{ seq: m.seq, reason }];
+    await recordSkipped(em, model.name, skips);
+    await setCheckpoint(em, model.name, m.seq);
+    return { upTo: m.seq, skips };
   });
 }
 
@@ -106,16 +149,35 @@ export async function startProjector<M>(model: ReadModel<M>, deps: ProjectorDeps
   let draining: Promise<void> | undefined;
   let queueHasRoom: (() => void) | undefined;
 
+  // Up to this sequence, batches are of one event: a larger batch failed, and the event that made it
+  // fail is being looked for.
+  let singlyUpTo = 0;
   const drain = async () => {
     let failures = 0;
     while (queue.length > 0 && !stopped) {
-      const batch = queue.slice(0, batchSize);
+      const batch = queue.slice(0, queue[0]!.seq <= singlyUpTo ? 1 : batchSize);
       try {
-        waiters.advance(await applyBatch(deps.orm, model, log, batch));
+        const { upTo, skips } = await applyBatch(deps.orm, model, batch);
+        reportSkips(deps, model, log, skips);
+        waiters.advance(upTo);
         queue.splice(0, batch.length);
         failures = 0;
         if (queue.length < MAX_QUEUED) queueHasRoom?.();
       } catch (e) {
+        if (!isPostgresUnavailable(e) && batch.length > 1) {
+          singlyUpTo = batch[batch.length - 1]!.seq;
+          continue;
+        }
+        // One event whose value Postgres cannot hold (issue 23: U+0000 stopped every tenant's writes).
+        if (batch.length === 1 && isRefusedValue(e)) {
+          const skipped = await skipRefused(deps.orm, model, batch[0]!, `refused by Postgres: ${describe(e)}`).catch(() => undefined);
+          if (skipped) {
+            reportSkips(deps, model, log, skipped.skips);
+            waiters.advance(skipped.upTo);
+            queue.splice(0, 1);
+            continue;
+          }
+        }
         // Postgres is down or busy: keep the batch and try again; the checkpoint makes retries safe.
         failures++;
         // Capped at 5 s: after a Postgres restart the projection (and the API's writes) catch up within seconds.
@@ -202,23 +264,27 @@ export async function rebuildProjection<M>(
   model: ReadModel<M>,
   deps: ProjectorDeps,
   onProgress?: (done: number, total: number) => void,
-): Promise<{ applied: number }> {
+): Promise<{ applied: number; skipped: number }> {
   const log = projectorLog(deps, model);
-  return deps.orm.em.fork().transactional(async (em) => {
+  const result = await deps.orm.em.fork().transactional(async (em) => {
     await lockCheckpoint(em, model.name);
     // Read the end only under the lock: no live projector can then be ahead of it.
     const { last_seq: total, messages: stored } = (await (await deps.js.streams.get(model.stream)).info()).state;
     await model.clear(em);
+    await clearSkipped(em, model.name);
     await setCheckpoint(em, model.name, 0);
-    const fold = model.empty(log);
+    const fold = model.empty();
+    const skips: Skip[] = [];
     let applied = 0;
     if (stored > 0) {
       const consumer = await deps.js.consumers.get(model.stream, { opt_start_seq: 1 });
       const messages = await consumer.consume({ max_messages: 512 });
       try {
         for await (const m of messages) {
-          const message = model.decode({ seq: m.seq, data: m.data }, log);
-          if (message !== undefined && fold.apply(m.seq, message)) applied++;
+          const d = model.decode({ seq: m.seq, data: m.data });
+          const reason = d.ok ? fold.apply(m.seq, d.message) : d.reason;
+          if (reason === undefined) applied++;
+          else skips.push({ seq: m.seq, reason });
           // Past the end read under the lock (newer events are the live projector's), or nothing left.
           const done = m.seq >= total || m.info.pending === 0;
           if (m.seq % 1000 === 0 || done) onProgress?.(Math.min(m.seq, total), total);
@@ -232,8 +298,11 @@ export async function rebuildProjection<M>(
       onProgress?.(0, 0);
     }
     const rows = await fold.save(em);
+    await recordSkipped(em, model.name, skips);
     await setCheckpoint(em, model.name, total);
-    log.info('projection rebuilt', { rows, events: applied, last_seq: total });
-    return { applied };
+    log.info('projection rebuilt', { rows, events: applied, skipped: skips.length, last_seq: total });
+    return { applied, skips };
   });
+  reportSkips(deps, model, log, result.skips);
+  return { applied: result.applied, skipped: result.skips.length };
 }

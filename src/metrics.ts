@@ -120,6 +120,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     opsEventsPublished: registry.counter('hookstream_ops_events_published_total', 'Operational events stored in OPS, by type'),
     endpointsDisabled: registry.counter('hookstream_endpoints_disabled_total', 'Endpoints this process disabled, by reason'),
     adminRefused: registry.counter('hookstream_admin_requests_refused_total', 'Admin requests left unanswered, by reason'),
+    projectionSkipped: registry.counter('hookstream_projection_events_skipped_total', 'Events a projector skipped (unusable, or refused by Postgres), by projection'),
     consumerRepulls: registry.counter('hookstream_consumer_repulls_total', 'Pulls renewed because a consumer this process pulls elected a leader'),
     attemptSeconds: registry.histogram('hookstream_attempt_duration_seconds', 'Duration of delivery attempts',
       [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),

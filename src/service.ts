@@ -93,7 +93,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
 
     let projector: EndpointProjector | undefined;
     if (roles.has('projector') && orm) {
-      const p = await startEndpointProjector({ js, orm, log: log.child({ role: 'projector' }) });
+      const p = await startEndpointProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       projector = p;
       stops.push(() => p.stop());
     }

@@ -8,7 +8,10 @@ import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
 import type { DeadLetterOut, DeliveryShowOut } from '../src/admin/protocol.ts';
-import type { TenantId } from '../src/domain/ids.ts';
+import { newIdBody, type TenantId } from '../src/domain/ids.ts';
+import { jetstream } from '@nats-io/jetstream';
+import { connectNats } from '../src/nats/connect.ts';
+import { endpointSubject } from '../streams/endpoints.ts';
 
 const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
 
@@ -127,4 +130,26 @@ test.serial('projections rebuild works on the store directly and reports what it
   const run = await cli(['projections', 'rebuild', '--json']);
   t.is(run.code, 0, run.stderr);
   t.like(JSON.parse(run.stdout), { applied: 1 });
+});
+
+test.serial('projections status shows how far the projection is and the event it skipped, with why', async (t) => {
+  const clean = JSON.parse((await cli(['projections', 'status', '--json'])).stdout) as { applied_seq: number; stream_last_seq: number; skipped: { total: number } };
+  t.is(clean.applied_seq, clean.stream_last_seq);
+  t.is(clean.skipped.total, 0);
+  // A poison event written with the service credential: Postgres cannot hold its description.
+  const nc = await connectNats({ url: h.nats.url });
+  const id = `webhook_${newIdBody()}`;
+  const body = { v: 1, type: 'endpoint.created', id, tenant: 'tenant_poison', url: 'https://example.com/p', events: ['*'], description: 'a\u0000b', secret: 'x', at: new Date().toISOString() };
+  const { seq } = await jetstream(nc).publish(endpointSubject(id), JSON.stringify(body));
+  await nc.close();
+  const status = await eventually(async () => {
+    const s = JSON.parse((await cli(['projections', 'status', '--json'])).stdout) as { applied_seq: number; skipped: { total: number; latest: { seq: number; reason: string }[] } };
+    return s.applied_seq >= seq ? s : undefined;
+  }, 30_000, 'the projection past the poison event');
+  t.is(status.skipped.total, 1);
+  t.is(status.skipped.latest[0]!.seq, seq);
+  t.regex(status.skipped.latest[0]!.reason, /U\+0000/);
+  const table = await cli(['projections', 'status']);
+  t.is(table.code, 0, table.stderr);
+  t.regex(table.stdout, new RegExp(`1 event\\(s\\) skipped\n  seq ${seq} `));
 });

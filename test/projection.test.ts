@@ -16,7 +16,9 @@ import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts'
 import type { EventPattern } from '../src/domain/catalogue.ts';
 import { createLogger, silentLogger, type Logger } from '../src/log.ts';
 import { rebuildEndpointProjection, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
-import { readCheckpoint } from '../projections/checkpoint.ts';
+import { readCheckpoint, readSkipped } from '../projections/checkpoint.ts';
+import { startProjector, type ReadModel } from '../projections/engine.ts';
+import { createServiceMetrics } from '../src/metrics.ts';
 import { ProjectionLagError } from '../projections/wait.ts';
 
 interface Env {
@@ -268,7 +270,7 @@ test('a rebuild of an empty stream empties the projection', async (t) => {
     id: newId(), tenant: 'x', url: 'https://example.com', events: ['*'], description: null, status: 'active',
     createdAt: new Date(), updatedAt: new Date(), version: 7,
   });
-  t.deepEqual(await rebuildEndpointProjection(env), { applied: 0 });
+  t.deepEqual(await rebuildEndpointProjection(env), { applied: 0, skipped: 0 });
   t.deepEqual(await projectedRows(env.orm), []);
   t.is(await readCheckpoint(env.orm), 0);
 });
@@ -345,4 +347,72 @@ test('the projector rides out a nats-server restart', async (t) => {
   const last = await publishAll(env, events.slice(6));
   await projector.waitFor(last, WAIT);
   t.deepEqual(await projectedRows(env.orm), expectedRows(env.published));
+});
+
+test('an event whose text Postgres cannot hold is skipped, written down and counted; every tenant goes on', async (t) => {
+  // Issue 23: a description holding U+0000, written with the service credential, stopped every tenant's writes.
+  const lines: string[] = [];
+  const env = await setup('nul', createLogger({ level: 'warn', write: (l) => lines.push(l) }));
+  const metrics = createServiceMetrics();
+  const projector = await startEndpointProjector({ ...env, skipped: metrics.projectionSkipped });
+  t.teardown(() => projector.stop());
+  const [evil, other, late] = [newId(), newId(), newId()];
+  const poison: number[] = [];
+  poison.push(await env.publishRaw(endpointSubject(evil), JSON.stringify({ ...created(evil, 'tenant_evil'), description: 'a\u0000b' })));
+  await env.publish(created(other, 'tenant_good'));
+  poison.push(await env.publishRaw(endpointSubject(other), JSON.stringify(updated(other, { events: ['user.created', 'x\u0000'] as EventPattern[] }))));
+  const last = await env.publish(created(late, 'tenant_late'));
+  await projector.waitFor(last, WAIT);
+  t.deepEqual((await projectedRows(env.orm)).map((r) => r.id).sort(), [other, late].sort());
+  const skipped = await readSkipped(env.orm, 'endpoints');
+  t.deepEqual(skipped.latest.map((s) => s.seq), [...poison].reverse());
+  t.true(skipped.latest.every((s) => s.reason.includes('U+0000')), JSON.stringify(skipped.latest));
+  t.is(metrics.projectionSkipped.get({ projection: 'endpoints' }), 2);
+  t.deepEqual(lines.map((l) => JSON.parse(l) as { msg: string; seq?: number }).filter((l) => l.msg.startsWith('skipped')).map((l) => l.seq), poison);
+  // A rebuild skips them the same way, and writes them down again.
+  await projector.stop();
+  const rebuilt = await rebuildEndpointProjection(env);
+  t.is(rebuilt.skipped, 2);
+  t.deepEqual((await projectedRows(env.orm)).map((r) => r.id).sort(), [other, late].sort());
+  t.is((await readSkipped(env.orm, 'endpoints')).total, 2);
+});
+
+test('a batch Postgres refuses is applied again one event at a time: only the refused event is skipped', async (t) => {
+  // A read model whose rows Postgres checks (an integer column): the fold accepts any text, so only the
+  // store can refuse, as with a value no check foresaw.
+  const env = await setup('refused');
+  await env.orm.em.fork().execute('create table numbers (seq bigint primary key, n integer not null)');
+  const model: ReadModel<string> = {
+    name: 'endpoints', stream: ENDPOINTS_STREAM, kind: 'number',
+    decode: (m) => ({ ok: true, message: new TextDecoder().decode(m.data) }),
+    async load() { return this.empty(); },
+    empty() {
+      const rows: [number, string][] = [];
+      return {
+        apply(seq, text) { rows.push([seq, text]); return undefined; },
+        async save(em) {
+          for (const [seq, text] of rows) await em.execute('insert into numbers (seq, n) values (?, ?::integer)', [seq, text]);
+          return rows.length;
+        },
+      };
+    },
+    async clear(em) { await em.execute('delete from numbers'); },
+  };
+  const metrics = createServiceMetrics();
+  const bodies = ['1', '2', 'three', '4', '99999999999', '6'];
+  const seqs: number[] = [];
+  for (const b of bodies) seqs.push(await env.publishRaw(endpointSubject('n'), b));
+  const projector = await startProjector(model, { ...env, skipped: metrics.projectionSkipped }, { batchSize: 50 });
+  t.teardown(() => projector.stop());
+  await projector.waitFor(seqs.at(-1)!, WAIT);
+  const stored = await env.orm.em.fork().execute<{ n: number }[]>('select n from numbers order by seq');
+  t.deepEqual(stored.map((r) => r.n), [1, 2, 4, 6]);
+  const skipped = await readSkipped(env.orm, 'endpoints');
+  t.deepEqual(skipped.latest.map((s) => s.seq), [seqs[4], seqs[2]]);
+  t.true(skipped.latest.every((s) => s.reason.startsWith('refused by Postgres')));
+  t.is(metrics.projectionSkipped.get({ projection: 'endpoints' }), 2);
+  // Later batches are whole again: the next events are applied together.
+  const more = [await env.publishRaw(endpointSubject('n'), '7'), await env.publishRaw(endpointSubject('n'), '8')];
+  await projector.waitFor(more[1]!, WAIT);
+  t.is((await env.orm.em.fork().execute('select n from numbers')).length, 6);
 });

@@ -53,6 +53,19 @@ export const ProjectionCheckpoint = defineEntity({
 });
 export type ProjectionCheckpoint = InferEntity<typeof ProjectionCheckpoint>;
 
+/** An event a projector skipped (issue 23): its stream sequence and why; written with the checkpoint past it. */
+export const ProjectionSkip = defineEntity({
+  name: 'ProjectionSkip',
+  tableName: 'projection_skips',
+  properties: {
+    name: p.text().primary(),
+    seq: p.bigint('number').primary(),
+    reason: p.text(),
+    skippedAt: p.datetime(),
+  },
+});
+export type ProjectionSkip = InferEntity<typeof ProjectionSkip>;
+
 /** A delivery that ran out of retries; the original message is sealed to the dead-letter public key. */
 export const DeadLetter = defineEntity({
   name: 'DeadLetter',
@@ -106,4 +119,4 @@ export const ApiKey = defineEntity({
 });
 export type ApiKey = InferEntity<typeof ApiKey>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, DeadLetter, ApiKey];
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, DeadLetter, ApiKey];

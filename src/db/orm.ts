@@ -51,6 +51,15 @@ export function isPostgresUnavailable(e: unknown): boolean {
   return isNetworkError(e) || (code !== undefined && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03'));
 }
 
+/**
+ * Whether Postgres refused a value rather than failed: SQLSTATE class 22 (data exception, e.g. U+0000 in
+ * text) or 23 (integrity constraint). Trying the same write again fails the same way.
+ */
+export function isRefusedValue(e: unknown): boolean {
+  const code = pgCode(e);
+  return code !== undefined && (code.startsWith('22') || code.startsWith('23'));
+}
+
 function failure(url: string, e: unknown): UnreachableError {
   const shown = redactUrl(url);
   if (isNetworkError(e)) return new UnreachableError(`cannot connect to Postgres at ${shown} (${describe(e) || pgCode(e)}); ${START_HINT}`, e);

@@ -8,8 +8,8 @@ import { listen } from './listen.ts';
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
 import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-letters.ts';
 import { deliveriesShow } from './deliveries.ts';
-import { projectionsRebuild } from './projections.ts';
+import { projectionsRebuild, projectionsStatus } from './projections.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsRebuild, keysGenerate,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];

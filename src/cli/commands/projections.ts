@@ -1,8 +1,11 @@
-// `hookstream projections rebuild`: drop the endpoint projection and replay the ENDPOINTS stream into it.
-// Works on the store directly (NATS and Postgres, as the service user); live projectors wait and go on.
+// `hookstream projections rebuild`: drop the endpoint projection and replay the ENDPOINTS stream into it;
+// `hookstream projections status`: how far it is, and the events it skipped (issue 23).
+// Work on the store directly (NATS and Postgres, as the service user); live projectors wait and go on.
 import { loadConfig } from '../../config.ts';
 import { closeDatabase, openDatabase } from '../../db/orm.ts';
-import { rebuildEndpointProjection } from '../../../projections/endpoints.ts';
+import { ENDPOINTS_PROJECTION, rebuildEndpointProjection } from '../../../projections/endpoints.ts';
+import { readCheckpoint, readSkipped } from '../../../projections/checkpoint.ts';
+import { ENDPOINTS_STREAM } from '../../../streams/endpoints.ts';
 import type { Command } from '../command.ts';
 import { cliLogger, withNats } from '../context.ts';
 
@@ -24,6 +27,35 @@ export const projectionsRebuild: Command = {
         await closeDatabase(orm);
       }
     });
-    out.data({ applied: result.applied }, () => `endpoint projection rebuilt: ${result.applied} event(s) applied`);
+    out.data(result, () => `endpoint projection rebuilt: ${result.applied} event(s) applied, ${result.skipped} skipped`
+      + (result.skipped ? ' (hookstream projections status lists them)' : ''));
+  },
+};
+
+export const projectionsStatus: Command = {
+  name: 'projections status',
+  summary: 'How far the endpoints table is behind the ENDPOINTS stream, and the events it skipped',
+  help: [
+    'Prints the stream sequence the endpoint projection has applied, the stream\'s last sequence, and the',
+    'events it skipped (undecodable, unusable, or holding a value Postgres cannot store: the read model goes',
+    'on without them), newest first with their reason. Needs DATABASE_URL and the service\'s NATS user.',
+  ].join('\n'),
+  async run({ out }) {
+    const config = loadConfig();
+    const status = await withNats(async ({ jsm }) => {
+      const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 2 });
+      try {
+        const streamLastSeq = (await jsm.streams.info(ENDPOINTS_STREAM)).state.last_seq;
+        const appliedSeq = await readCheckpoint(orm, ENDPOINTS_PROJECTION);
+        const skipped = await readSkipped(orm, ENDPOINTS_PROJECTION);
+        return { projection: ENDPOINTS_PROJECTION, applied_seq: appliedSeq, stream_last_seq: streamLastSeq, unapplied: Math.max(0, streamLastSeq - appliedSeq), skipped };
+      } finally {
+        await closeDatabase(orm);
+      }
+    });
+    out.data(status, () => [
+      `endpoints: applied up to ${status.applied_seq} of ${status.stream_last_seq} (${status.unapplied} unapplied); ${status.skipped.total} event(s) skipped`,
+      ...status.skipped.latest.map((s) => `  seq ${s.seq}  ${s.skippedAt}  ${s.reason}`),
+    ].join('\n'));
   },
 };

@@ -6,10 +6,12 @@ import { Migration0001Initial } from './0001-initial.ts';
 import { Migration0002SignatureScheme } from './0002-signature-scheme.ts';
 import { Migration0003RateLimitAndDisabled } from './0003-rate-limit-and-disabled.ts';
 import { Migration0004DeadLetterSource } from './0004-dead-letter-source.ts';
+import { Migration0005ProjectionSkips } from './0005-projection-skips.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
   { name: '0002-signature-scheme', class: Migration0002SignatureScheme },
   { name: '0003-rate-limit-and-disabled', class: Migration0003RateLimitAndDisabled },
   { name: '0004-dead-letter-source', class: Migration0004DeadLetterSource },
+  { name: '0005-projection-skips', class: Migration0005ProjectionSkips },
 ];
