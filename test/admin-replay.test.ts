@@ -9,6 +9,9 @@ import type { Receiver } from './helpers/receiver.ts';
 import { AdminRequestError, type AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
+import { openDeadLetter, sealForDeadLetters } from '../src/crypto/sodium.ts';
+import type { OriginalMessage } from '../src/deadletter/sealed-message.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
 
 let h: TestService;
 let admin: AdminClient;
@@ -146,4 +149,55 @@ test('replaying to a deleted endpoint is refused, and a bulk run reports it with
   t.is(bulk.failed[0]?.id, letter!.id);
   t.is(bulk.failed[0]?.error.code, 'conflict');
   t.is((await admin.showDeadLetter({ id: letter!.id })).dead_letter.status, 'dead', 'untouched');
+});
+
+test('a forged or swapped dead-letter record is refused on replay, single and bulk, and nothing is published', async (t) => {
+  // Issue 23, from the attacker's side: write access to dead_letters (the sealing key is public by design).
+  const rA = await receiver(() => false);
+  const rB = await receiver(() => true);
+  const a = await h.store.create('tenant_victim_a' as TenantId, { url: rA.url, events: ['user.*'] });
+  const b = await h.store.create('tenant_victim_b' as TenantId, { url: rB.url, events: ['user.*'] });
+  await h.publish('tenant_victim_a', 'user.updated', { userId: 'user_a' });
+  const [letter] = await deadLettersOf(a.endpoint.id, 1);
+  const sql = (q: string, params: unknown[] = []) => h.service.orm!.em.fork().execute(q, params);
+  const [{ sealed }] = await sql('select sealed from dead_letters where id = ?', [letter!.id]) as [{ sealed: Buffer }];
+  const original = JSON.parse(new TextDecoder().decode(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed)))) as OriginalMessage;
+  const forge = async (id: string, message: OriginalMessage, row: { endpoint: string; tenant: string }) => {
+    await sql(`insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, failed_at, sealed, source_stream, source_seq, created_at)
+      values (?, ?, ?, ?, 'user.deleted', 3, now(), ?, 'DELIVERIES_0', ?, now())`,
+    [id, row.endpoint, row.tenant, `msg_forged${id.slice(-6)}`, Buffer.from(sealForDeadLetters(h.keys.deadLetterPublicKey, new TextEncoder().encode(JSON.stringify(message)))), 900_000 + Number(id.slice(-1))]);
+  };
+  const asB = (m: OriginalMessage): OriginalMessage => {
+    const headers = { ...m.headers, 'hookstream-endpoint': [b.endpoint.id], 'hookstream-tenant': ['tenant_victim_b'], 'hookstream-event': ['user.deleted'] };
+    return { ...m, subject: deliveryAddress(b.endpoint.id, h.config.deliveryShards).subject, headers };
+  };
+  // 1. A record under A's endpoint whose sealed message is a delivery to B's.
+  const forged = 'dl_forged00000000000000000001';
+  await forge(forged, { ...asB(original), headers: { ...asB(original).headers, 'webhook-id': ['msg_forged000001'] } }, { endpoint: a.endpoint.id, tenant: 'tenant_victim_a' });
+  // 2. A record naming A's endpoint whose message is an API subject: emptying REJECTED.
+  const purge = 'dl_forged00000000000000000002';
+  await forge(purge, { ...original, subject: '$JS.API.STREAM.PURGE.REJECTED', headers: { ...original.headers, 'webhook-id': ['msg_forged000002'], 'hookstream-event': ['user.deleted'] } },
+    { endpoint: a.endpoint.id, tenant: 'tenant_victim_a' });
+  // 3. A's real record moved to B's endpoint and tenant (swapped row).
+  await sql('update dead_letters set endpoint_id = ?, tenant = ? where id = ?', [b.endpoint.id, 'tenant_victim_b', letter!.id]);
+  await h.publishRaw('tenant_victim_a', 'user.exploded', 'kept in REJECTED');
+  const jsm = h.service.jsm;
+  const rejectedBefore = await eventually(async () => {
+    const n = (await jsm.streams.info('REJECTED')).state.messages;
+    return n > 0 ? n : undefined;
+  }, 10_000, 'a rejected event');
+
+  for (const id of [forged, purge, letter!.id]) {
+    const e = await admin.replayDeadLetter({ id, force: true }).catch((x: unknown) => x);
+    t.true(e instanceof AdminRequestError && e.code === 'conflict', id);
+    t.regex((e as Error).message, /was not replayed: .* \(a forged or altered record\); nothing was published/);
+  }
+  const bulkA = await admin.replayDeadLetters({ endpoint: a.endpoint.id });
+  const bulkB = await admin.replayDeadLetters({ endpoint: b.endpoint.id });
+  t.deepEqual([...bulkA.failed, ...bulkB.failed].map((f) => f.id).sort(), [forged, purge, letter!.id].sort());
+  t.deepEqual([...bulkA.replayed, ...bulkB.replayed], []);
+  await new Promise((r) => setTimeout(r, 1500));
+  t.is(rB.received.length, 0, 'B got nothing');
+  t.is(rA.received.length, 3, 'A got only its three real attempts');
+  t.is((await jsm.streams.info('REJECTED')).state.messages, rejectedBefore, 'REJECTED not purged');
 });

@@ -4,10 +4,15 @@
 // webhook-id stay correct, and JetStream's duplicate window makes a retried replay of the same n a no-op.
 // If the replay fails again it runs the retry schedule and the dead-letter handler's upsert marks the
 // record dead again (dead_count + 1).
+//
+// A replay publishes only the delivery its row names (issue 23): the dead-letter public key is public by
+// design, so anyone who can write the table can seal a message. The subject is built from the row's
+// endpoint, the headers from an allow-list, and a sealed message that names another endpoint, tenant,
+// webhook-id, event or subject than its row (a forged or swapped record) is refused and logged.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
 import { EndpointStatus } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { readEndpoint } from '../endpoints/read.ts';
@@ -19,6 +24,8 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { DeadLetterOpener } from './opener.ts';
+import type { OriginalMessage } from '../deadletter/sealed-message.ts';
+import type { SealedDeadLetterRow } from '../deadletter/store.ts';
 import {
   adminCode, deadLetterOut, type DeadLetterReplayOut, type DeadLetterShowOut, type DeadLettersListOut, type DeadLettersReplayManyOut,
   type OriginalMessageOut,
@@ -34,6 +41,30 @@ function messageOut(opener: DeadLetterOpener, sealed: Buffer): OriginalMessageOu
   return { subject: original.subject, headers: original.headers, body };
 }
 
+/** The headers a replay carries over from the sealed message; the router set them, nothing else may. */
+const REPLAYED_HEADERS = [
+  DeliveryHeader.WebhookId, DeliveryHeader.Event, DeliveryHeader.Tenant, DeliveryHeader.Endpoint,
+  DeliveryHeader.EndpointVersion, DeliveryHeader.EventSeq,
+] as const;
+
+const header = (m: OriginalMessage, name: string): string | undefined =>
+  Object.entries(m.headers).find(([k]) => k.toLowerCase() === name)?.[1]?.[0];
+
+/** How a sealed message differs from the row that holds it, or undefined when it is the row's delivery. */
+function mismatch(row: SealedDeadLetterRow, m: OriginalMessage, subject: string): string | undefined {
+  if (m.subject !== subject) return 'its subject is not the endpoint\'s delivery subject';
+  const expected: [string, string][] = [
+    [DeliveryHeader.Endpoint, row.endpoint_id], [DeliveryHeader.Tenant, row.tenant],
+    [DeliveryHeader.WebhookId, row.webhook_id], [DeliveryHeader.Event, row.event_type],
+  ];
+  for (const [name, value] of expected) if (header(m, name) !== value) return `its ${name} header is not the record's`;
+  for (const name of [DeliveryHeader.EndpointVersion, DeliveryHeader.EventSeq]) {
+    const v = header(m, name);
+    if (v !== undefined && !/^[1-9][0-9]{0,15}$/.test(v)) return `its ${name} header is not a sequence`;
+  }
+  return undefined;
+}
+
 export interface DeadLetters {
   list(filter: DeadLetterFilter, page: Page): Promise<DeadLettersListOut>;
   show(id: DeadLetterId): Promise<DeadLetterShowOut>;
@@ -46,6 +77,8 @@ export function createDeadLetters(deps: {
   js: JetStreamClient;
   jsm: JetStreamManager;
   opener: DeadLetterOpener;
+  /** Delivery shards: a replay's subject is its endpoint's. */
+  shards: number;
   log: Logger;
   metrics: ServiceMetrics;
 }): DeadLetters {
@@ -58,25 +91,30 @@ export function createDeadLetters(deps: {
         + 'its delivery may still be running: see deliveries show, or pass force to replay again');
     }
     const original = opener.open(new Uint8Array(row.sealed));
+    const { subject } = deliveryAddress(row.endpoint_id, deps.shards);
     // A deleted endpoint has no consumer: the message would sit in its work queue forever.
     const endpoint = await readEndpoint(js, jsm, row.endpoint_id as EndpointId);
+    const problem = mismatch(row, original, subject) ?? (endpoint && endpoint.tenant !== row.tenant ? 'its endpoint belongs to another tenant' : undefined);
+    if (problem) {
+      log.warn('dead letter refused: its sealed message is not the delivery its record names', { dead_letter: id, endpoint: row.endpoint_id, reason: problem });
+      throw conflict(`dead letter ${id} was not replayed: ${problem} (a forged or altered record); nothing was published`);
+    }
     if (!endpoint || endpoint.status !== EndpointStatus.Active) {
       throw conflict(`endpoint ${row.endpoint_id} is ${endpoint ? endpoint.status : 'gone'}; restore it before replaying`);
     }
     const n = row.replay_count + 1;
     const h = natsHeaders();
-    for (const [name, values] of Object.entries(original.headers)) {
-      // Nats-* headers belong to the first publish (its Nats-Msg-Id would make this one a duplicate).
-      if (name.toLowerCase().startsWith('nats-')) continue;
-      for (const v of values) h.append(name, v);
+    for (const name of REPLAYED_HEADERS) {
+      const v = header(original, name);
+      if (v !== undefined) h.set(name, v);
     }
     h.set(DeliveryHeader.Replay, String(n));
     const msgId = `${row.webhook_id}.${row.endpoint_id}.replay.${n}`;
-    const ack = await js.publish(original.subject, Buffer.from(original.body_base64, 'base64'), { msgID: msgId, headers: h });
+    const ack = await js.publish(subject, Buffer.from(original.body_base64, 'base64'), { msgID: msgId, headers: h });
     const updated = await markReplayed(em, id, n);
     return {
       dead_letter: deadLetterOut(updated),
-      replay: { stream: ack.stream, seq: ack.seq, subject: original.subject, msg_id: msgId, duplicate: ack.duplicate },
+      replay: { stream: ack.stream, seq: ack.seq, subject, msg_id: msgId, duplicate: ack.duplicate },
     };
   }
 

@@ -205,7 +205,7 @@ export function createAttempts(deps: {
     if (plan) m.nak(plan.delayMs);
     // The plan is on the monotonic clock; records and retry-now go by the wall clock.
     const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
-    if (nextAt !== undefined) deps.retries.remember(endpointId, m.seq, m.reply, nextAt);
+    if (plan) deps.retries.remember(endpointId, m.seq, m.reply, plan.at);
     log.info('delivery attempt failed', {
       endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
       status: outcome.status, reason: outcome.error, final: last,

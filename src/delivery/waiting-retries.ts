@@ -7,7 +7,7 @@ import type { EndpointId } from '../domain/ids.ts';
 import { nakSubject } from '../nats/pulled-msg.ts';
 
 export interface WaitingRetries {
-  /** Left unacked (or nak'd with a delay) after a failed attempt; `due` on the wall clock. */
+  /** Left unacked (or nak'd with a delay) after a failed attempt; `due` on the monotonic clock (performance.now). */
   remember(endpoint: EndpointId, seq: number, ackSubject: string, due: number): void;
   /** Handed out again (to this process): no longer waiting. */
   arrived(endpoint: EndpointId, seq: number): void;
@@ -36,7 +36,7 @@ export function createWaitingRetries(nc: NatsConnection): WaitingRetries {
       let waiting = byEndpoint.get(endpoint);
       if (!waiting) byEndpoint.set(endpoint, (waiting = new Map()));
       waiting.set(seq, { ack, due });
-      if (++added % PRUNE_EVERY === 0) prune(Date.now());
+      if (++added % PRUNE_EVERY === 0) prune(performance.now());
     },
     arrived(endpoint, seq) {
       const waiting = byEndpoint.get(endpoint);
@@ -46,7 +46,7 @@ export function createWaitingRetries(nc: NatsConnection): WaitingRetries {
       const waiting = byEndpoint.get(endpoint);
       if (!waiting) return 0;
       byEndpoint.delete(endpoint);
-      const now = Date.now();
+      const now = performance.now();
       let n = 0;
       // Past its due time it has been handed out already (here it would have arrived): a nak could then
       // reach an attempt running elsewhere, so only those still waiting are nak'd.
