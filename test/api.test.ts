@@ -431,3 +431,47 @@ test('text the stores cannot hold is refused with 422 naming the field, and anot
   }
   t.true(listed, 'listed within 5 s');
 });
+
+test('Idempotency-Key: a retried create answers the first endpoint and its secret; another body is 409; each tenant has its own keys', async (t) => {
+  const c = await as(t, 'tenant_idem');
+  const key = { headers: { 'idempotency-key': 'create-7f3c2a' } };
+  const first = await c.post('/v1/webhooks', endpointBody(31), key);
+  t.is(first.status, 201);
+  t.is(first.headers.get('idempotent-replayed'), null);
+  const again = await c.post('/v1/webhooks', endpointBody(31), key);
+  t.is(again.status, 201);
+  t.is(again.headers.get('idempotent-replayed'), 'true');
+  t.is(again.body.id, first.body.id);
+  t.is(again.body.signing_secret, first.body.signing_secret, 'the secret shown once is shown again to the retry');
+  t.is((await c.get('/v1/webhooks')).body.data.length, 1, 'one endpoint');
+  envelope(t, await c.post('/v1/webhooks', endpointBody(32), key), 409, 'conflict');
+  for (const bad of ['', 'has space', 'x'.repeat(256), 'ünï']) {
+    envelope(t, await c.post('/v1/webhooks', endpointBody(33), { headers: { 'idempotency-key': bad } }), 400, 'bad_request');
+  }
+  const other = await as(t, 'tenant_idem_other');
+  const theirs = await other.post('/v1/webhooks', endpointBody(31), key);
+  t.is(theirs.status, 201);
+  t.not(theirs.body.id, first.body.id);
+  // Two tries at once: one endpoint, both answered with it.
+  const both = await Promise.all([0, 1].map(() => c.post('/v1/webhooks', endpointBody(34), { headers: { 'idempotency-key': 'race-1' } })));
+  t.deepEqual(both.map((r) => r.status), [201, 201]);
+  t.is(both[0]!.body.id, both[1]!.body.id);
+  t.is(both[0]!.body.signing_secret, both[1]!.body.signing_secret);
+});
+
+test('Idempotency-Key: a create whose write was stored but whose answer was lost is answered on retry, secret included', async (t) => {
+  // The lost first try, as the API makes it: the key claims an id, the create is stored under it, no answer.
+  const { claimEndpointId, requestHash } = await import('../src/api/idempotency.ts');
+  const { createInput } = await import('../src/api/input.ts');
+  const tenant = 'tenant_idem_lost' as TenantId;
+  const body = endpointBody(41);
+  const input = createInput(body, (u) => checkTargetUrl(u, false));
+  const id = await claimEndpointId(h.service.orm!.em.fork(), tenant, 'lost-answer', requestHash(input));
+  const stored = await h.store.create(tenant, input, { id });
+  const c = await as(t, tenant);
+  const retry = await c.post('/v1/webhooks', body, { headers: { 'idempotency-key': 'lost-answer' } });
+  t.is(retry.status, 201);
+  t.is(retry.body.id, id);
+  t.is(retry.body.signing_secret, stored.signingSecret);
+  t.is((await c.get('/v1/webhooks')).body.data.length, 1);
+});

@@ -118,8 +118,12 @@ export const OPENAPI_DOCUMENT = {
       },
       post: {
         operationId: 'createWebhook', tags: ['webhooks'], summary: 'Subscribe an endpoint to events.',
+        parameters: [{
+          name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 },
+          description: 'Printable ASCII (a UUID, say). A create retried with the same key and body within 24 hours answers the first create\'s endpoint, signing secret included, with `Idempotent-Replayed: true`, instead of creating a second one; the same key with another body answers 409.',
+        }],
         requestBody: { required: true, content: { 'application/json': { schema: ref('EndpointIn') } } },
-        responses: { '201': json(ref('EndpointCreated'), 'The endpoint; for v1 with its signing secret, shown this once; for v1a with its public key.'), ...withBody, ...common },
+        responses: { '201': json(ref('EndpointCreated'), 'The endpoint; for v1 with its signing secret, shown this once (and again to a retry under the same Idempotency-Key); for v1a with its public key.'), '409': response('Conflict'), ...withBody, ...common },
       },
     },
     '/v1/webhooks/{id}': {

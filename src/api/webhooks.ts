@@ -8,6 +8,7 @@ import { SignatureScheme } from '../domain/signature.ts';
 import { ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
+import { claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash } from './idempotency.ts';
 import { parseListQuery, rejectQuery } from './query.ts';
 import type { ApiState } from './state.ts';
 import { endpointOut, type EndpointCreatedOut, type EndpointListOut, type EndpointOut, type RotateSecretOut } from './wire.ts';
@@ -61,9 +62,13 @@ export function webhookHandlers(deps: WebhookDeps) {
 
     async create(ctx: Ctx) {
       rejectQuery(ctx.querystring);
+      const key = idempotencyKey(ctx.headers[IDEMPOTENCY_HEADER]);
       const input = createInput(ctx.request.body, deps.checkUrl);
-      const result = await deps.store.create(ctx.state.tenant, input);
+      const id = key === undefined ? undefined : await claimEndpointId(ctx.state.em, ctx.state.tenant, key, requestHash(input));
+      const result = await deps.store.create(ctx.state.tenant, input, id === undefined ? {} : { id });
       const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), ...secretOut(result.signingSecret) };
+      // Stripe's header: this answer is the earlier create's.
+      if (result.existed) ctx.set('idempotent-replayed', 'true');
       ctx.status = 201;
       ctx.set('location', `/v1/webhooks/${result.endpoint.id}`);
       ctx.body = body;

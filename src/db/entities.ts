@@ -66,6 +66,20 @@ export const ProjectionSkip = defineEntity({
 });
 export type ProjectionSkip = InferEntity<typeof ProjectionSkip>;
 
+/** An `Idempotency-Key` of a tenant's create and the endpoint id it claimed (src/api/idempotency.ts). */
+export const IdempotencyKey = defineEntity({
+  name: 'IdempotencyKey',
+  tableName: 'idempotency_keys',
+  properties: {
+    tenant: p.text().primary(),
+    key: p.text().primary(),
+    requestHash: p.text(),
+    endpointId: p.text(),
+    createdAt: p.datetime().index('idempotency_keys_created_at_idx'),
+  },
+});
+export type IdempotencyKey = InferEntity<typeof IdempotencyKey>;
+
 /** A delivery that ran out of retries; the original message is sealed to the dead-letter public key. */
 export const DeadLetter = defineEntity({
   name: 'DeadLetter',
@@ -119,4 +133,4 @@ export const ApiKey = defineEntity({
 });
 export type ApiKey = InferEntity<typeof ApiKey>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, DeadLetter, ApiKey];
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey];

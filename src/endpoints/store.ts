@@ -22,6 +22,7 @@ const DISABLE_ROUNDS = 5;
 export interface SecretSealerLike {
   /** Seal bound to the endpoint: the sealed value opens only for this id (issue 8). */
   seal(plaintext: string, endpointId: EndpointId): string;
+  open(sealed: string, endpointId: EndpointId): string;
 }
 
 /** What a create or rotation hands out once: a v1 endpoint's whsec_ secret; v1a endpoints get none (their whpk_ key is in the state). */
@@ -36,7 +37,11 @@ export interface CommandResult {
 }
 
 export interface EndpointStore {
-  create(tenant: TenantId, fields: NewEndpoint): Promise<CommandResult & NewSecret>;
+  /**
+   * With `id` (claimed by an Idempotency-Key), a create that finds that endpoint already created by an
+   * earlier try answers it, its current secret included, with `existed`.
+   */
+  create(tenant: TenantId, fields: NewEndpoint, opts?: { id?: EndpointId }): Promise<CommandResult & NewSecret & { existed?: true }>;
   update(tenant: TenantId, id: EndpointId, patch: EndpointPatch): Promise<CommandResult>;
   delete(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
   restore(tenant: TenantId, id: EndpointId): Promise<CommandResult>;
@@ -90,18 +95,27 @@ export function createEndpointStore(deps: {
 
   return {
     get,
-    async create(tenant, fields) {
+    async create(tenant, fields, opts = {}) {
       const scheme = fields.signature_scheme ?? SignatureScheme.V1;
-      const id = newEndpointId();
+      const id = opts.id ?? newEndpointId();
       const key = newKey(scheme);
-      const result = await append(undefined, {
+      const created = append(undefined, {
         v: 1, type: 'endpoint.created', id, tenant,
         url: fields.url, events: fields.events, description: fields.description ?? null,
         ...(fields.rate_limit != null ? { rate_limit: fields.rate_limit } : {}),
         secret: deps.sealer.seal(key.secret, id), at: now(),
         signature_scheme: scheme, ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
       });
-      return { ...result, signingSecret: key.publicKey ? undefined : key.secret };
+      try {
+        return { ...(await created), signingSecret: key.publicKey ? undefined : key.secret };
+      } catch (e) {
+        if (opts.id === undefined || !isHookstreamError(e, ErrorCode.Conflict)) throw e;
+        // An earlier try with this id created it: answer that endpoint.
+        const state = await get(tenant, id);
+        const current = state.secrets[0];
+        const signingSecret = state.signatureScheme === SignatureScheme.V1 && current ? deps.sealer.open(current.sealed, id) : undefined;
+        return { endpoint: state, seq: state.version, signingSecret, existed: true };
+      }
     },
     async update(tenant, id, patch) {
       const state = await get(tenant, id);

@@ -7,6 +7,7 @@ import { Migration0002SignatureScheme } from './0002-signature-scheme.ts';
 import { Migration0003RateLimitAndDisabled } from './0003-rate-limit-and-disabled.ts';
 import { Migration0004DeadLetterSource } from './0004-dead-letter-source.ts';
 import { Migration0005ProjectionSkips } from './0005-projection-skips.ts';
+import { Migration0006IdempotencyKeys } from './0006-idempotency-keys.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -14,4 +15,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0003-rate-limit-and-disabled', class: Migration0003RateLimitAndDisabled },
   { name: '0004-dead-letter-source', class: Migration0004DeadLetterSource },
   { name: '0005-projection-skips', class: Migration0005ProjectionSkips },
+  { name: '0006-idempotency-keys', class: Migration0006IdempotencyKeys },
 ];
