@@ -11,6 +11,7 @@ export default {
     'test/event-data.test.ts',
     'test/retry-after.test.ts',
     'test/router-verdict.test.ts',
+    'test/server-version.test.ts',
     'test/signature.test.ts',
     'test/target-policy.test.ts',
     'test/webhook-id.test.ts',

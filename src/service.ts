@@ -5,6 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
 import type { Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
+import { belowFloor, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { describe } from './errors.ts';
 import { ensureStreams, startupError } from '../streams/index.ts';
@@ -58,6 +59,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
   try {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
+    const serverVersion = nc.info?.version;
+    log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
+    if (belowFloor(serverVersion)) {
+      log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
+    }
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),

@@ -62,6 +62,13 @@ interface Fold {
   progress: Set<() => void>;
   messages: ConsumerMessages;
   done: Promise<void>;
+  /** Its consumer stopped delivering for good (deleted under it, or failed): the next sync folds anew. */
+  ended: boolean;
+}
+
+/** A fold made no progress while events it had not applied were stored (its consumer is gone or stuck). */
+class DirectoryStallError extends Error {
+  override readonly name = 'DirectoryStallError';
 }
 
 export async function startEndpointDirectory(deps: {
@@ -129,7 +136,7 @@ export async function startEndpointDirectory(deps: {
       await messages.close().catch(() => {});
       throw stoppedError();
     }
-    const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve() };
+    const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve(), ended: false };
     fold.done = (async () => {
       try {
         for await (const m of messages) {
@@ -144,6 +151,8 @@ export async function startEndpointDirectory(deps: {
       } catch (e) {
         if (!stopped) deps.log.error('endpoint directory consumer failed', { reason: describe(e) });
       }
+      fold.ended = true;
+      moved(fold);
     })();
     folds.add(fold);
     return fold;
@@ -205,8 +214,8 @@ export async function startEndpointDirectory(deps: {
       }
       if (fold.applied >= target) return;
       if (next === undefined || next > target) return skipTo(fold, target, 'deleted or purged');
-      if (performance.now() - since > stallMs) {
-        throw new Error(`endpoint directory: no progress for ${stallMs} ms at sequence ${fold.applied}, waiting for ${target} (stored: ${next})`);
+      if (fold.ended || performance.now() - since > stallMs) {
+        throw new DirectoryStallError(`endpoint directory: no progress for ${Math.round(performance.now() - since)} ms at sequence ${fold.applied}, waiting for ${target} (stored: ${next})`);
       }
     }
   };
@@ -224,7 +233,7 @@ export async function startEndpointDirectory(deps: {
 
   /** Folds the stream again from what is left, and swaps the new fold in once it has reached `target`. */
   const rebuild = async (why: string, target: number, state: StreamState) => {
-    deps.log.warn('endpoint stream no longer holds events this directory applied; rebuilding from what is left', {
+    deps.log.warn('endpoint directory folds the stream anew', {
       stream: ENDPOINTS_STREAM, why, endpoints: current.byId.size, first_seq: state.first_seq, last_seq: state.last_seq, messages: state.messages,
     });
     const fresh = await startFold();
@@ -253,9 +262,15 @@ export async function startEndpointDirectory(deps: {
   const runOnce = async () => {
     if (stopped) throw stoppedError();
     const { state } = await orStop(deps.jsm.streams.info(ENDPOINTS_STREAM));
-    const why = removedSince(current, state);
-    if (why) await rebuild(why, state.last_seq, state);
-    else await reach(current, state.last_seq, state);
+    const why = current.ended ? 'its consumer ended' : removedSince(current, state);
+    if (why) return rebuild(why, state.last_seq, state);
+    try {
+      await reach(current, state.last_seq, state);
+    } catch (e) {
+      // Its consumer was deleted under it or stopped delivering: a new fold, not a failure for ever (issue 23).
+      if (stopped || !(e instanceof DirectoryStallError)) throw e;
+      await rebuild(`its consumer made no progress (${e.message})`, state.last_seq, state);
+    }
   };
 
   // A shared request is safe only for callers that arrived before it was sent, so callers that come

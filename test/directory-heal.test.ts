@@ -1,0 +1,44 @@
+// The endpoint directory heals itself (issue 23): when the consumer of its fold is deleted under it, or
+// stops delivering, a sync starts a new fold instead of failing for ever (every covering sync of the router
+// failed, the router retried every event until route_failed, and delivery stopped seeing endpoint changes).
+import test from 'ava';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connectNats } from '../src/nats/connect.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
+import { startEndpointDirectory } from '../src/endpoints/directory.ts';
+import { ENDPOINTS_STREAM, ensureEndpointsStream, endpointSubject } from '../streams/endpoints.ts';
+import { createLogger } from '../src/log.ts';
+import { newEndpointId } from '../src/domain/ids.ts';
+
+const created = (id: string, tenant: string) => JSON.stringify({
+  v: 1, type: 'endpoint.created', id, tenant, url: `https://example.com/${id}`, events: ['*'], description: null, secret: 'sealed', at: new Date().toISOString(),
+});
+
+test('a directory whose consumer is deleted under it starts a new fold and sees later endpoints', async (t) => {
+  const server = await startNatsServer();
+  t.teardown(() => server.dispose());
+  const nc = await connectNats({ url: server.url });
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  await ensureEndpointsStream(jsm);
+  const lines: string[] = [];
+  const first = newEndpointId();
+  await js.publish(endpointSubject(first), created(first, 'tenant_a'));
+  const directory = await startEndpointDirectory({ js, jsm, log: createLogger({ level: 'warn', write: (l) => lines.push(l) }), options: { stallMs: 3000 } });
+  t.teardown(() => directory.stop());
+  t.truthy(directory.get(first));
+
+  for (const round of [1, 2]) {
+    for await (const c of jsm.consumers.list(ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
+    const later = newEndpointId();
+    await js.publish(endpointSubject(later), created(later, `tenant_${round}`));
+    // Every sync ends, and the endpoint published after the deletion is there.
+    const until = Date.now() + 30_000;
+    while (!directory.get(later) && Date.now() < until) await directory.sync().catch(() => new Promise((r) => setTimeout(r, 200)));
+    t.truthy(directory.get(later), `round ${round}: the endpoint created after the consumer was deleted`);
+    t.truthy(directory.get(first), 'and the earlier one is still known');
+  }
+  await directory.sync();
+  t.true(lines.some((l) => l.includes('endpoint directory folds the stream anew')), 'said so');
+});
