@@ -93,7 +93,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
 
     // Health, readiness and metrics on a listener of their own in every process, never the API's (the
     // metrics name every tenant's endpoints). Pushed early, so it answers until the roles have stopped.
-    const ops = createServiceOps({ nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api') });
+    let directory: EndpointDirectory | undefined;
+    const ops = createServiceOps({
+      nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'),
+      ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
+    });
     const opsServer = await startOpsServer(ops, { host: config.opsHost, port: config.opsPort, log: log.child({ role: 'ops' }) });
     stops.push(() => opsServer.close());
 
@@ -104,9 +108,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => p.stop());
     }
 
-    let directory: EndpointDirectory | undefined;
     if (roles.has('router') || roles.has('delivery')) {
-      const d = await startEndpointDirectory({ js, jsm, log: log.child({ role: 'directory' }) });
+      const d = await startEndpointDirectory({ js, jsm, log: log.child({ role: 'directory' }), lag: metrics.directoryLag });
       directory = d;
       stops.push(() => d.stop());
     }

@@ -42,3 +42,27 @@ test('a directory whose consumer is deleted under it starts a new fold and sees 
   await directory.sync();
   t.true(lines.some((l) => l.includes('endpoint directory folds the stream anew')), 'said so');
 });
+
+test('with nobody calling sync (a delivery-only instance), the directory heals by itself and its lag gauge says so', async (t) => {
+  const server = await startNatsServer();
+  t.teardown(() => server.dispose());
+  const nc = await connectNats({ url: server.url });
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  await ensureEndpointsStream(jsm);
+  const lags: number[] = [];
+  const lag = { set: (v: number) => void lags.push(v), clear: () => {} };
+  const directory = await startEndpointDirectory({ js, jsm, log: createLogger({ level: 'error', write: () => {} }), lag, options: { stallMs: 2500, healMs: 300 } });
+  t.teardown(() => directory.stop());
+  for await (const c of jsm.consumers.list(ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
+  const later = newEndpointId();
+  await js.publish(endpointSubject(later), created(later, 'tenant_h'));
+  const until = Date.now() + 20_000;
+  while (!directory.get(later) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  t.truthy(directory.get(later), 'healed without a caller');
+  t.true(lags.some((v) => v > 0), 'the gauge showed the lag while it was behind');
+  while (lags.at(-1) !== 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  t.is(lags.at(-1), 0, 'and 0 once it caught up');
+  t.is(directory.lagSeconds(), 0);
+});

@@ -12,6 +12,7 @@ import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { applyEndpointEvent, decodeEndpointMessage, EndpointStatus, type DecodedEndpointMessage, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
+import type { Gauge } from '../metrics.ts';
 import { describe } from '../errors.ts';
 
 export type EndpointChange = (next: EndpointState, previous: EndpointState | undefined) => void;
@@ -39,6 +40,8 @@ export interface EndpointDirectory {
    */
   behind(): boolean;
   lastSeq(): number;
+  /** Seconds since a sync last proved the view complete, while it is not known to be (0 when it is). */
+  lagSeconds(): number;
   stop(): Promise<void>;
 }
 
@@ -47,6 +50,11 @@ export interface DirectoryOptions {
   stallMs?: number;
   /** How long a sync waits for progress before it asks the stream what is still stored (default 250 ms). */
   probeMs?: number;
+  /**
+   * How often the directory syncs by itself (default 10 s), so a fold whose consumer ended is replaced
+   * even in a process where nothing else calls sync (a delivery-only instance).
+   */
+  healMs?: number;
 }
 
 /** One fold of the stream by one ordered consumer; a rebuild starts a new one and swaps it in when caught up. */
@@ -76,8 +84,11 @@ export async function startEndpointDirectory(deps: {
   jsm: JetStreamManager;
   log: Logger;
   options?: DirectoryOptions;
+  /** `hookstream_directory_lag_seconds`, set at every sync. */
+  lag?: Gauge;
 }): Promise<EndpointDirectory> {
   const stallMs = deps.options?.stallMs ?? 10_000;
+  const healMs = deps.options?.healMs ?? 10_000;
   const probeMs = deps.options?.probeMs ?? 250;
   const listeners = new Set<EndpointChange>();
   const folds = new Set<Fold>();
@@ -259,6 +270,16 @@ export async function startEndpointDirectory(deps: {
     await closeFold(old);
   };
 
+  // When a sync last proved the view complete, whether the latest one failed, and since when one runs.
+  let completeAt = performance.now();
+  let failing = false;
+  let syncSince: number | undefined;
+  const lagSeconds = () => {
+    const now = performance.now();
+    const behind = failing || current.ended || (syncSince !== undefined && now - syncSince > 1000);
+    return behind ? (now - completeAt) / 1000 : 0;
+  };
+
   const runOnce = async () => {
     if (stopped) throw stoppedError();
     const { state } = await orStop(deps.jsm.streams.info(ENDPOINTS_STREAM));
@@ -280,15 +301,35 @@ export async function startEndpointDirectory(deps: {
   const sync = (): Promise<void> => {
     if (queued) return queued;
     if (!running) {
-      running = runOnce().finally(() => { running = undefined; });
+      syncSince = performance.now();
+      running = runOnce().then(
+        () => { completeAt = performance.now(); failing = false; deps.lag?.set(0); },
+        (e: unknown) => { failing = !stopped; deps.lag?.set(lagSeconds()); throw e; },
+      ).finally(() => { running = undefined; syncSince = undefined; });
       return running;
     }
     queued = running.catch(() => {}).then(() => { queued = undefined; return sync(); });
     return queued;
   };
 
+  let healer: NodeJS.Timeout | undefined;
+  let healWarned = false;
+  const heal = () => {
+    healer = setInterval(() => {
+      deps.lag?.set(lagSeconds());
+      if (running || stopped) return;
+      sync().then(() => { healWarned = false; }, (e: unknown) => {
+        if (stopped || healWarned) return;
+        healWarned = true; // once per run of failures: a stalled fold fails every sync until it is replaced
+        deps.log.warn('endpoint directory cannot catch up; trying again', { reason: describe(e), lag_s: Math.round(lagSeconds()) });
+      });
+    }, healMs);
+    healer.unref();
+  };
+
   const stop = async () => {
     stopped = true;
+    clearInterval(healer);
     for (const cancel of [...onStop]) cancel(stoppedError());
     await Promise.all([...folds].map(closeFold));
   };
@@ -300,6 +341,7 @@ export async function startEndpointDirectory(deps: {
     throw e;
   }
   deps.log.info('endpoint directory loaded', { endpoints: current.byId.size, seq: current.applied });
+  heal();
 
   return {
     get: (id) => current.byId.get(id),
@@ -309,6 +351,7 @@ export async function startEndpointDirectory(deps: {
     sync,
     behind: () => current.pending > 0,
     lastSeq: () => current.applied,
+    lagSeconds,
     stop,
   };
 }

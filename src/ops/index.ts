@@ -18,6 +18,7 @@ export function createServiceOps(deps: {
   shards: number;
   /** Whether this process answers reads from the endpoint projection (the api role). */
   checkProjection: boolean;
+  directory?: () => { lagSeconds(): number } | undefined;
 }): Ops {
   return createOps({
     metrics: deps.metrics,

@@ -18,7 +18,7 @@ import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
 import { describe } from '../errors.ts';
 
 export interface CheckResult {
-  name: 'nats' | 'streams' | 'postgres' | 'projection';
+  name: 'nats' | 'streams' | 'postgres' | 'projection' | 'directory';
   ok: boolean;
   detail?: string;
 }
@@ -38,6 +38,8 @@ export interface ReadinessDeps {
   checkProjection: boolean;
   /** Largest tolerated age of the oldest unapplied endpoint event (default 10 s). */
   projectionLagMs?: number;
+  /** The process's endpoint directory (router and delivery roles), once started. */
+  directory?: () => { lagSeconds(): number } | undefined;
   /** Deadline of each check (default 2 s). */
   timeoutMs?: number;
 }
@@ -94,12 +96,19 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
     return age > lagMs ? `${last - applied} endpoint event(s) unapplied, the oldest for ${Math.round(age / 1000)} s` : undefined;
   });
 
+  // Behind by more than the projection's bound: its folds are being replaced, or NATS cannot answer.
+  const directory = () => run('directory', async () => {
+    const lag = deps.directory?.()?.lagSeconds() ?? 0;
+    return lag * 1000 > lagMs ? `endpoint directory behind for ${Math.round(lag)} s` : undefined;
+  });
+
   return async () => {
     const checks = await Promise.all([
       nats(),
       streams(),
       ...(deps.orm ? [postgres(deps.orm)] : []),
       ...(deps.orm && deps.checkProjection ? [projection(deps.orm)] : []),
+      ...(deps.directory ? [directory()] : []),
     ]);
     return { ready: checks.every((c) => c.ok), checks };
   };
