@@ -149,3 +149,15 @@ test('the fold: a restore after a delete starts a new life (activeSince moves), 
   t.like(s, { status: EndpointStatus.Active, activeSince: 5 });
   t.throws(() => applyEndpointEvent(s, { v: 1, type: 'endpoint.disabled', id, reason: 'bored' as 'gone', at: '2026-01-06T00:00:00.000Z' }, 6));
 });
+
+test('a deleted endpoint\'s failing clock is forgotten, in ENDPOINT_HEALTH too', async (t) => {
+  const failing = await h.receiver(() => 500);
+  const c = await as(t, 'tenant_forget_clock');
+  const { body: ep } = await c.post('/v1/webhooks', { url: failing.url, events: ['user.*'] });
+  await publish('tenant_forget_clock', 'user.created');
+  const record = () => h.service.jsm.streams.getMessage('ENDPOINT_HEALTH', { last_by_subj: `endpoint_health.${ep.id}` }).catch(() => null);
+  await eventually(async () => (await record()) ?? undefined, 10_000, 'a failing clock recorded');
+  t.is((await c.delete(`/v1/webhooks/${ep.id}`)).status, 200);
+  await eventually(async () => ((await record()) === null ? true : undefined), 10_000, 'the record purged');
+  t.pass();
+});

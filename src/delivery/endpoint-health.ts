@@ -131,6 +131,14 @@ export async function startEndpointHealth(deps: {
   const unsubscribe = deps.directory.onChange((next, previous) => {
     // The directory shows the disable now (or the endpoint left `active` another way): it holds the rest.
     if (next.status !== EndpointStatus.Active) disabling.delete(next.id);
+    if (next.status === EndpointStatus.Deleted && previous?.status !== EndpointStatus.Deleted) {
+      // A deleted endpoint's clock is forgotten, here and in the stream (issue 23: both only grew); every
+      // instance does it, and a purge of an empty subject is nothing. A restore starts a new life.
+      failingSince.delete(next.id);
+      track(deps.jsm.streams.purge(ENDPOINT_HEALTH_STREAM, { filter: endpointHealthSubject(next.id) }).then(() => {}, (e: unknown) => {
+        log.warn('could not forget a deleted endpoint\'s health record', { endpoint: next.id, reason: describe(e) });
+      }));
+    }
     if (previous?.status === EndpointStatus.Disabled && next.status === EndpointStatus.Active) {
       // Every delivery instance sees the restore; the message id keeps one notice of it.
       track(deps.ops.publishQuietly({
