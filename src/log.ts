@@ -1,4 +1,5 @@
 // Structured JSON logs, one line per event. Callers pass ids and reasons, never secrets, keys or payloads.
+import { createWriteStream } from 'node:fs';
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -12,9 +13,45 @@ export interface Logger {
   child(fields: Fields): Logger;
 }
 
+/** Log output waiting for a slow stderr, beyond which new lines are dropped (and counted) instead. */
+const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+let stderr: ((line: string) => void) | undefined;
+let onDrop: (() => void) | undefined;
+
+/** Count dropped log lines (`hookstream_log_lines_dropped_total`). */
+export function onLogLineDropped(hook: () => void): void {
+  onDrop = hook;
+}
+
+/**
+ * Lines to stderr without blocking the event loop (issue 23): process.stderr writes to a pipe
+ * synchronously, so a log collector that stops reading stopped deliveries. Writes go through the thread
+ * pool, in order; past MAX_PENDING_BYTES waiting, lines are dropped and the next line written says how many.
+ * Pending lines are written before the process exits on its own (the service never calls process.exit).
+ */
+function stderrLines(): (line: string) => void {
+  if (stderr) return stderr;
+  const out = createWriteStream('', { fd: 2, autoClose: false });
+  out.on('error', () => {}); // stderr itself failing: nowhere left to say so
+  let dropped = 0;
+  stderr = (line) => {
+    if (out.writableLength > MAX_PENDING_BYTES) {
+      dropped++;
+      onDrop?.();
+      return;
+    }
+    if (dropped > 0) {
+      out.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'warn', msg: 'log lines dropped: stderr was not keeping up', dropped })}\n`);
+      dropped = 0;
+    }
+    out.write(`${line}\n`);
+  };
+  return stderr;
+}
+
 export function createLogger(opts: { level?: Level; base?: Fields; write?: (line: string) => void } = {}): Logger {
   const min = ORDER[opts.level ?? 'info'];
-  const write = opts.write ?? ((line: string) => process.stderr.write(line + '\n'));
+  const write = opts.write ?? stderrLines();
   const base = opts.base ?? {};
   const emit = (level: Level, msg: string, fields?: Fields) => {
     if (ORDER[level] < min) return;

@@ -3,7 +3,7 @@
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
-import type { Logger } from './log.ts';
+import { onLogLineDropped, type Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
 import { belowFloor, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
@@ -54,6 +54,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
   const roles = new Set(config.roles);
   const stops: (() => Promise<void>)[] = [];
   const metrics = createServiceMetrics();
+  onLogLineDropped(() => metrics.logLinesDropped.inc());
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
   stops.push(() => nc.drain());
   try {
