@@ -1,7 +1,7 @@
 // The endpoint directory heals itself (issue 23): when the consumer of its fold is deleted under it, or
 // stops delivering, a sync starts a new fold instead of failing for ever (every covering sync of the router
 // failed, the router retried every event until route_failed, and delivery stopped seeing endpoint changes).
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connectNats } from '../src/nats/connect.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
@@ -14,14 +14,19 @@ const created = (id: string, tenant: string) => JSON.stringify({
   v: 1, type: 'endpoint.created', id, tenant, url: `https://example.com/${id}`, events: ['*'], description: null, secret: 'sealed', at: new Date().toISOString(),
 });
 
-test('a directory whose consumer is deleted under it starts a new fold and sees later endpoints', async (t) => {
+/** A nats-server of the test's own with the ENDPOINTS stream. */
+async function endpointsStream(t: ExecutionContext) {
   const server = await startNatsServer();
   t.teardown(() => server.dispose());
   const nc = await connectNats({ url: server.url });
   t.teardown(() => nc.close());
   const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
   await ensureEndpointsStream(jsm);
+  return { js: jetstream(nc), jsm };
+}
+
+test('a directory whose consumer is deleted under it starts a new fold and sees later endpoints', async (t) => {
+  const { js, jsm } = await endpointsStream(t);
   const lines: string[] = [];
   const first = newEndpointId();
   await js.publish(endpointSubject(first), created(first, 'tenant_a'));
@@ -44,13 +49,7 @@ test('a directory whose consumer is deleted under it starts a new fold and sees 
 });
 
 test('with nobody calling sync (a delivery-only instance), the directory heals by itself and its lag gauge says so', async (t) => {
-  const server = await startNatsServer();
-  t.teardown(() => server.dispose());
-  const nc = await connectNats({ url: server.url });
-  t.teardown(() => nc.close());
-  const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
-  await ensureEndpointsStream(jsm);
+  const { js, jsm } = await endpointsStream(t);
   const lags: number[] = [];
   const lag = { set: (v: number) => void lags.push(v), clear: () => {} };
   const directory = await startEndpointDirectory({ js, jsm, log: createLogger({ level: 'error', write: () => {} }), lag, options: { stallMs: 2500, healMs: 300 } });

@@ -11,16 +11,39 @@ import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startI
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 
-test.serial('the service killed mid-burst, then NATS restarted, then the service started again', async (t) => {
+interface SingleNode {
+  keys: ReturnType<typeof generateKeys>;
+  nats: Awaited<ReturnType<typeof startNatsServer>>;
+  env: ReturnType<typeof instanceEnv>;
+  instances: Instance[];
+  admin: Awaited<ReturnType<typeof connectNats>>;
+  producer: Awaited<ReturnType<typeof connectNats>>;
+}
+
+/** One nats-server, a fresh database and the scenario's clients; everything is removed afterwards. */
+async function withSingleNode(label: string, scenario: (s: SingleNode) => Promise<void>): Promise<void> {
   await initSodium();
   const keys = generateKeys();
   const nats = await startNatsServer();
-  const db = await createTestDatabase('faults_single').catch(async (e: unknown) => { await nats.dispose(); throw e; });
-  const env = instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys });
-  const instances: Instance[] = [];
-  const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
-  const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });
+  const db = await createTestDatabase(label).catch(async (e: unknown) => { await nats.dispose(); throw e; });
+  const s: SingleNode = {
+    keys, nats, env: instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys }), instances: [],
+    admin: await connectNats({ url: nats.url, name: 'fault-admin' }),
+    producer: await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' }),
+  };
   try {
+    await scenario(s);
+  } finally {
+    for (const i of s.instances) await i.kill();
+    await s.admin.close().catch(() => {});
+    await s.producer.close().catch(() => {});
+    await nats.dispose();
+    await db.drop().catch(() => {});
+  }
+}
+
+test.serial('the service killed mid-burst, then NATS restarted, then the service started again', (t) =>
+  withSingleNode('faults_single', async ({ keys, nats, env, instances, admin, producer }) => {
     instances.push(await startInstance(env));
     const tenant = `tenant_faults_${Date.now()}` as TenantId;
     const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 3);
@@ -35,26 +58,11 @@ test.serial('the service killed mid-burst, then NATS restarted, then the service
     t.log(`service killed, NATS restarted 4 s later: ${JSON.stringify({ ...figures, producerRetries: stats.failures, producerLongestMs: stats.longestMs })}`);
     await ep.close();
     t.is(figures.missing, 0, 'every delivery arrived at least once');
-  } finally {
-    for (const i of instances) await i.kill();
-    await admin.close().catch(() => {});
-    await producer.close().catch(() => {});
-    await nats.dispose();
-    await db.drop().catch(() => {});
-  }
-});
+  }));
 
-test.serial('the service killed mid-burst and started again, then NATS restarted while it catches up', async (t) => {
-  await initSodium();
-  const keys = generateKeys();
-  const nats = await startNatsServer();
-  const db = await createTestDatabase('faults_compound').catch(async (e: unknown) => { await nats.dispose(); throw e; });
-  const env = instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys });
-  const instances: Instance[] = [];
-  const admin = await connectNats({ url: nats.url, name: 'fault-admin' });
-  const producer = await connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'fault-producer' });
-  const events = Math.max(EVENTS, 5000);
-  try {
+test.serial('the service killed mid-burst and started again, then NATS restarted while it catches up', (t) =>
+  withSingleNode('faults_compound', async ({ keys, nats, env, instances, admin, producer }) => {
+    const events = Math.max(EVENTS, 5000);
     instances.push(await startInstance(env));
     const tenant = `tenant_compound_${Date.now()}` as TenantId;
     const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 4);
@@ -67,15 +75,7 @@ test.serial('the service killed mid-burst and started again, then NATS restarted
       await nats.start();
     });
     const figures = await settle(ep, events, faultAt, 180_000);
-    const line = `compound fault (kill, restart, NATS restart), nats-server ${admin.info?.version ?? '?'}: ${JSON.stringify({ ...figures, producerRetries: stats.failures })}`;
-    t.log(line);
+    t.log(`compound fault (kill, restart, NATS restart), nats-server ${admin.info?.version ?? '?'}: ${JSON.stringify({ ...figures, producerRetries: stats.failures })}`);
     await ep.close();
     t.is(figures.missing, 0, 'every delivery arrived at least once');
-  } finally {
-    for (const i of instances) await i.kill();
-    await admin.close().catch(() => {});
-    await producer.close().catch(() => {});
-    await nats.dispose();
-    await db.drop().catch(() => {});
-  }
-});
+  }));

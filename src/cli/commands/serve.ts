@@ -1,4 +1,4 @@
-import { loadConfig, ROLES, type Role } from '../../config.ts';
+import { loadConfig, ROLES } from '../../config.ts';
 import { ConfigError, ErrorCode, HookstreamError, describe, isHookstreamError } from '../../errors.ts';
 import { createLogger } from '../../log.ts';
 import type { Command } from '../command.ts';
@@ -41,4 +41,3 @@ export const serve: Command = {
   },
 };
 
-export const isRole = (r: string): r is Role => (ROLES as readonly string[]).includes(r);
