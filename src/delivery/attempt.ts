@@ -51,6 +51,8 @@ export interface Attempts {
   flushAcks(): void;
   /** Drop what is kept for a deleted endpoint (its opened signing keys). */
   forget(id: EndpointId): void;
+  /** Drop opened keys no longer live (a rotated-out secret past its grace, on an endpoint idle since). */
+  forgetExpiredKeys(now: number): void;
 }
 
 /**
@@ -100,6 +102,7 @@ export function createAttempts(deps: {
   // only those (a rotation's old key goes with its grace period). Per endpoint: a value copied to another
   // endpoint must meet open()'s binding check there, not a cache hit.
   const keyCache = new Map<EndpointId, { sealed: string; keys: SigningKey[] }>();
+  const liveSealed = (state: EndpointState, now: number) => liveSecrets(state, now).map((s) => s.sealed).join(' ');
   const keysFor = (state: EndpointState, now: number): SigningKey[] => {
     const live = liveSecrets(state, now);
     const sealed = live.map((s) => s.sealed).join(' ');
@@ -224,5 +227,13 @@ export function createAttempts(deps: {
     // Otherwise left unacked (or nak'd with a delay) on purpose: the consumer's backoff brings the next attempt.
   }
 
-  return { attempt, flushAcks, forget: (id) => void keyCache.delete(id) };
+  return {
+    attempt, flushAcks, forget: (id) => void keyCache.delete(id),
+    forgetExpiredKeys(now) {
+      for (const [id, cached] of keyCache) {
+        const state = directory.get(id);
+        if (!state || liveSealed(state, now) !== cached.sealed) keyCache.delete(id);
+      }
+    },
+  };
 }

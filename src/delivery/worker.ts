@@ -47,6 +47,8 @@ const PULL_EXPIRES_MS = 120_000;
  */
 const PULL_HEARTBEAT_MS = 30_000;
 const GAUGE_EVERY_MS = 500;
+/** Gauge ticks between sweeps of expired signing keys (about a minute). */
+const KEY_SWEEP_TICKS = 120;
 
 export async function startDelivery(deps: {
   nc: NatsConnection;
@@ -90,9 +92,12 @@ export async function startDelivery(deps: {
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
+  let ticks = 0;
   const gauges = setInterval(() => {
     deps.metrics.messagesHeld.set(loops.held());
     deps.metrics.endpointsProbing.set(loops.probing());
+    // About once a minute: opened signing keys leave memory once their secret's grace is over.
+    if (++ticks % KEY_SWEEP_TICKS === 0) attempts.forgetExpiredKeys(Date.now());
   }, GAUGE_EVERY_MS);
   gauges.unref();
   log.info('delivery started', { endpoints: consumers.running() });
