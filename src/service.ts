@@ -16,7 +16,7 @@ import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { waitForCheckpoint } from '../projections/wait.ts';
-import { startRouter } from './router/router.ts';
+import { startRouter, type Router } from './router/router.ts';
 import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
@@ -95,9 +95,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Health, readiness and metrics on a listener of their own in every process, never the API's (the
     // metrics name every tenant's endpoints). Pushed early, so it answers until the roles have stopped.
     let directory: EndpointDirectory | undefined;
+    let router: Router | undefined;
     const ops = createServiceOps({
       nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'),
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
+      ...(roles.has('router') ? { router: () => router } : {}),
     });
     const opsServer = await startOpsServer(ops, { host: config.opsHost, port: config.opsPort, log: log.child({ role: 'ops' }) });
     stops.push(() => opsServer.close());
@@ -165,12 +167,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     if (roles.has('router') && directory && publisher && webhookIds) {
-      const router = await startRouter({
+      const r = await startRouter({
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint,
       });
-      stops.push(() => router.stop());
+      router = r;
+      stops.push(() => r.stop());
     }
 
     let api: ApiServer | undefined;

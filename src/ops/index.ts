@@ -19,6 +19,7 @@ export function createServiceOps(deps: {
   /** Whether this process answers reads from the endpoint projection (the api role). */
   checkProjection: boolean;
   directory?: () => { lagSeconds(): number } | undefined;
+  router?: () => { waiting(): { events: number; longestMs: number } } | undefined;
 }): Ops {
   return createOps({
     metrics: deps.metrics,

@@ -18,7 +18,7 @@ import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
 import { describe } from '../errors.ts';
 
 export interface CheckResult {
-  name: 'nats' | 'streams' | 'postgres' | 'projection' | 'directory';
+  name: 'nats' | 'streams' | 'postgres' | 'projection' | 'directory' | 'router';
   ok: boolean;
   detail?: string;
 }
@@ -40,6 +40,8 @@ export interface ReadinessDeps {
   projectionLagMs?: number;
   /** The process's endpoint directory (router and delivery roles), once started. */
   directory?: () => { lagSeconds(): number } | undefined;
+  /** The process's router, once started: events waiting to be routed again are shown (they do not fail readiness). */
+  router?: () => { waiting(): { events: number; longestMs: number } } | undefined;
   /** Deadline of each check (default 2 s). */
   timeoutMs?: number;
 }
@@ -102,6 +104,14 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
     return lag * 1000 > lagMs ? `endpoint directory behind for ${Math.round(lag)} s` : undefined;
   });
 
+  // Informational: NATS's trouble shows in the nats and streams checks; this says what it holds up.
+  const router = (): CheckResult => {
+    const w = deps.router?.()?.waiting();
+    return w && w.events > 0
+      ? { name: 'router', ok: true, detail: `${w.events} event(s) waiting to be routed again after NATS failures, the longest for ${Math.round(w.longestMs / 1000)} s` }
+      : { name: 'router', ok: true };
+  };
+
   return async () => {
     const checks = await Promise.all([
       nats(),
@@ -109,6 +119,7 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
       ...(deps.orm ? [postgres(deps.orm)] : []),
       ...(deps.orm && deps.checkProjection ? [projection(deps.orm)] : []),
       ...(deps.directory ? [directory()] : []),
+      ...(deps.router ? [router()] : []),
     ]);
     return { ready: checks.every((c) => c.ok), checks };
   };

@@ -44,6 +44,8 @@ const ROUTED_FLUSH_MS = 10;
 const KEEP_ALIVE_MS = 10_000;
 
 export interface Router {
+  /** Events this process handed back for NATS's reasons and still waiting for their next try (readiness). */
+  waiting(): { events: number; longestMs: number };
   stop(): Promise<void>;
 }
 
@@ -138,6 +140,7 @@ export async function startRouter(deps: {
   // handed back with nak(delay) when the failure was not its fault.
   const route = (m: JsMsg): Promise<void> | undefined => {
     metrics.eventsReceived.inc();
+    verdicts.arrived(m.seq);
     if (m.info.deliveryCount > 1) return track(m, reroute(m), 1);
     return tryFanOut(m);
   };
@@ -260,6 +263,7 @@ export async function startRouter(deps: {
   })();
 
   return {
+    waiting: () => verdicts.waiting(),
     async stop() {
       untrackLeader?.();
       await messages.close();

@@ -47,13 +47,25 @@ export interface Verdicts {
   reject(m: JsMsg, reason: RejectionReason, detail: string): Promise<void>;
   /** Hand the event back for a later try: the failure was not its fault. */
   retry(m: JsMsg, why: string): void;
+  /** The event at `seq` is here again (or routed): no longer waiting. */
+  arrived(seq: number): void;
+  /** Events this process handed back that are still waiting for their next try, and the longest wait so far. */
+  waiting(): { events: number; longestMs: number };
 }
+
+/** A waiting event not back this long after its due time went to another instance: forgotten here. */
+const FORGET_AFTER_MS = 60_000;
 
 export function createVerdicts(deps: { publisher: AckedPublisher; maxEventBytes: number; log: Logger; metrics: ServiceMetrics }): Verdicts {
   const { publisher, log, metrics } = deps;
 
+  // EVENTS sequence → when it was first handed back and when it is due (monotonic), for readiness (issue 17).
+  const handedBack = new Map<number, { since: number; due: number }>();
+
   const retry = (m: JsMsg, why: string): void => {
     const delay = retryDelayMs(m.info.deliveryCount);
+    const now = performance.now();
+    handedBack.set(m.seq, { since: handedBack.get(m.seq)?.since ?? now, due: now + delay });
     metrics.eventsRetried.inc();
     log.warn('event not routed, will be retried', { subject: m.subject, seq: m.seq, deliveries: m.info.deliveryCount, retry_in_ms: delay, reason: why });
     m.nak(delay);
@@ -92,7 +104,19 @@ export function createVerdicts(deps: { publisher: AckedPublisher; maxEventBytes:
     m.term();
   }
 
-  return { reject, retry };
+  return {
+    reject, retry,
+    arrived: (seq) => void handedBack.delete(seq),
+    waiting() {
+      const now = performance.now();
+      let longestMs = 0;
+      for (const [seq, w] of handedBack) {
+        if (now > w.due + FORGET_AFTER_MS) handedBack.delete(seq);
+        else longestMs = Math.max(longestMs, now - w.since);
+      }
+      return { events: handedBack.size, longestMs };
+    },
+  };
 }
 
 /** The detail of a routing exception: its class and message, never the event's body. */
