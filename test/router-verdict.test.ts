@@ -46,7 +46,7 @@ test('events handed back for NATS\'s reasons are counted as waiting until they c
   verdicts.retry(msg(8, 1), 'fan-out failed: no responders');
   t.is(verdicts.waiting().events, 2);
   t.deepEqual(naks, [1_000, 1_000]);
-  // Back and failing again: still one waiting event, its wait counted from the first hand-back.
+  // Back and failing again: still one waiting event.
   verdicts.arrived(7);
   verdicts.retry(msg(7, 2), 'fan-out failed: timeout');
   t.is(verdicts.waiting().events, 2);

@@ -4,7 +4,7 @@
 // attempt: a plain nak, so the server raises the max-deliveries advisory at once and a dead letter follows).
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { EndpointStatus, liveSecrets, type EndpointState } from '../domain/endpoint.ts';
+import { EndpointStatus, liveSecrets, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { signingKeyFor, type SigningKey } from '../domain/signature.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
@@ -102,10 +102,10 @@ export function createAttempts(deps: {
   // only those (a rotation's old key goes with its grace period). Per endpoint: a value copied to another
   // endpoint must meet open()'s binding check there, not a cache hit.
   const keyCache = new Map<EndpointId, { sealed: string; keys: SigningKey[] }>();
-  const liveSealed = (state: EndpointState, now: number) => liveSecrets(state, now).map((s) => s.sealed).join(' ');
+  const sealedOf = (live: SealedSecret[]) => live.map((s) => s.sealed).join(' ');
   const keysFor = (state: EndpointState, now: number): SigningKey[] => {
     const live = liveSecrets(state, now);
-    const sealed = live.map((s) => s.sealed).join(' ');
+    const sealed = sealedOf(live);
     const cached = keyCache.get(state.id);
     if (cached?.sealed === sealed) return cached.keys;
     const keys = live.map((s) => signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id)));
@@ -206,7 +206,7 @@ export function createAttempts(deps: {
       now: ended, step: tracked.wait, firstStep: retrySchedule[0]!, retryAfterMs,
     });
     if (plan) m.nak(plan.delayMs);
-    // The plan is on the monotonic clock; records and retry-now go by the wall clock.
+    // The plan is on the monotonic clock (as retry-now's due times); records go by the wall clock.
     const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
     if (plan) deps.retries.remember(endpointId, m.seq, m.reply, plan.at);
     log.info('delivery attempt failed', {
@@ -232,7 +232,7 @@ export function createAttempts(deps: {
     forgetExpiredKeys(now) {
       for (const [id, cached] of keyCache) {
         const state = directory.get(id);
-        if (!state || liveSealed(state, now) !== cached.sealed) keyCache.delete(id);
+        if (!state || sealedOf(liveSecrets(state, now)) !== cached.sealed) keyCache.delete(id);
       }
     },
   };

@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { ServiceMetrics } from '../metrics.ts';
 import { createBacklogCollector } from './backlog.ts';
 import { createOps, type Ops } from './ops.ts';
-import { createReadiness } from './readiness.ts';
+import { createReadiness, type ReadinessDeps } from './readiness.ts';
 
 export { OPS_PATHS, type Ops } from './ops.ts';
 export { startOpsServer, type OpsServer } from './server.ts';
@@ -18,8 +18,8 @@ export function createServiceOps(deps: {
   shards: number;
   /** Whether this process answers reads from the endpoint projection (the api role). */
   checkProjection: boolean;
-  directory?: () => { lagSeconds(): number } | undefined;
-  router?: () => { waiting(): { events: number; longestMs: number } } | undefined;
+  directory?: ReadinessDeps['directory'];
+  router?: ReadinessDeps['router'];
 }): Ops {
   return createOps({
     metrics: deps.metrics,

@@ -59,13 +59,13 @@ const FORGET_AFTER_MS = 60_000;
 export function createVerdicts(deps: { publisher: AckedPublisher; maxEventBytes: number; log: Logger; metrics: ServiceMetrics }): Verdicts {
   const { publisher, log, metrics } = deps;
 
-  // EVENTS sequence → when it was first handed back and when it is due (monotonic), for readiness (issue 17).
+  // EVENTS sequence → when it was handed back and when it is due (monotonic), for readiness (issue 17).
   const handedBack = new Map<number, { since: number; due: number }>();
 
   const retry = (m: JsMsg, why: string): void => {
     const delay = retryDelayMs(m.info.deliveryCount);
     const now = performance.now();
-    handedBack.set(m.seq, { since: handedBack.get(m.seq)?.since ?? now, due: now + delay });
+    handedBack.set(m.seq, { since: now, due: now + delay });
     metrics.eventsRetried.inc();
     log.warn('event not routed, will be retried', { subject: m.subject, seq: m.seq, deliveries: m.info.deliveryCount, retry_in_ms: delay, reason: why });
     m.nak(delay);

@@ -2,12 +2,25 @@
 // `hookstream projections status`: how far it is, and the events it skipped (issue 23).
 // Work on the store directly (NATS and Postgres, as the service user); live projectors wait and go on.
 import { loadConfig } from '../../config.ts';
-import { closeDatabase, openDatabase } from '../../db/orm.ts';
+import { closeDatabase, openDatabase, type Database } from '../../db/orm.ts';
 import { ENDPOINTS_PROJECTION, rebuildEndpointProjection } from '../../../projections/endpoints.ts';
 import { readCheckpoint, readSkipped } from '../../../projections/checkpoint.ts';
 import { ENDPOINTS_STREAM } from '../../../streams/endpoints.ts';
 import type { Command } from '../command.ts';
-import { cliLogger, withNats } from '../context.ts';
+import { cliLogger, withNats, type NatsContext } from '../context.ts';
+
+/** Run `fn` with the stream and the database, as the service user; both closed afterwards. */
+function withStore<T>(fn: (ctx: NatsContext & { orm: Database }) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  return withNats(async (ctx) => {
+    const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 2 });
+    try {
+      return await fn({ ...ctx, orm });
+    } finally {
+      await closeDatabase(orm);
+    }
+  });
+}
 
 export const projectionsRebuild: Command = {
   name: 'projections rebuild',
@@ -18,15 +31,8 @@ export const projectionsRebuild: Command = {
     'meanwhile. Needs DATABASE_URL and a NATS user allowed to use JetStream (the service user).',
   ].join('\n'),
   async run({ out }) {
-    const config = loadConfig();
-    const result = await withNats(async ({ js, log }) => {
-      const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 2 });
-      try {
-        return await rebuildEndpointProjection({ js, orm, log }, (done, total) => out.progress(done, total, 'rebuilding'));
-      } finally {
-        await closeDatabase(orm);
-      }
-    });
+    const result = await withStore(({ js, log, orm }) =>
+      rebuildEndpointProjection({ js, orm, log }, (done, total) => out.progress(done, total, 'rebuilding')));
     out.data(result, () => `endpoint projection rebuilt: ${result.applied} event(s) applied, ${result.skipped} skipped`
       + (result.skipped ? ' (hookstream projections status lists them)' : ''));
   },
@@ -41,17 +47,11 @@ export const projectionsStatus: Command = {
     'on without them), newest first with their reason. Needs DATABASE_URL and the service\'s NATS user.',
   ].join('\n'),
   async run({ out }) {
-    const config = loadConfig();
-    const status = await withNats(async ({ jsm }) => {
-      const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 2 });
-      try {
-        const streamLastSeq = (await jsm.streams.info(ENDPOINTS_STREAM)).state.last_seq;
-        const appliedSeq = await readCheckpoint(orm, ENDPOINTS_PROJECTION);
-        const skipped = await readSkipped(orm, ENDPOINTS_PROJECTION);
-        return { projection: ENDPOINTS_PROJECTION, applied_seq: appliedSeq, stream_last_seq: streamLastSeq, unapplied: Math.max(0, streamLastSeq - appliedSeq), skipped };
-      } finally {
-        await closeDatabase(orm);
-      }
+    const status = await withStore(async ({ jsm, orm }) => {
+      const streamLastSeq = (await jsm.streams.info(ENDPOINTS_STREAM)).state.last_seq;
+      const appliedSeq = await readCheckpoint(orm, ENDPOINTS_PROJECTION);
+      const skipped = await readSkipped(orm, ENDPOINTS_PROJECTION);
+      return { projection: ENDPOINTS_PROJECTION, applied_seq: appliedSeq, stream_last_seq: streamLastSeq, unapplied: Math.max(0, streamLastSeq - appliedSeq), skipped };
     });
     out.data(status, () => [
       `endpoints: applied up to ${status.applied_seq} of ${status.stream_last_seq} (${status.unapplied} unapplied); ${status.skipped.total} event(s) skipped`,
