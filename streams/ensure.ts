@@ -28,6 +28,13 @@ export const ApiCode = {
   ConsumerAlreadyExists: 10148,
 } as const;
 
+/**
+ * The cluster has fewer JetStream servers available than the replicas asked for: a configuration error,
+ * or a cluster still forming (seen on nats-server 2.15.1 just after its meta leader was agreed), which
+ * start-up waits out for a while (streams/index.ts).
+ */
+export class TooFewServersError extends ConfigError {}
+
 /** A replica count the servers cannot give, as one line saying what to do. */
 function replicasError(e: unknown, opts: EnsureOptions | undefined, what: string): ConfigError | undefined {
   const n = opts?.replicas ?? 1;
@@ -35,7 +42,7 @@ function replicasError(e: unknown, opts: EnsureOptions | undefined, what: string
     return new ConfigError('HOOKSTREAM_REPLICAS', `is ${n} but NATS is a single server, not a cluster (${what}); set it to 1, or run a NATS cluster of at least ${n} JetStream servers`);
   }
   if (isApiError(e, ApiCode.InsufficientResources) || isApiError(e, ApiCode.ClusterNoPeers)) {
-    return new ConfigError('HOOKSTREAM_REPLICAS', `is ${n} but the NATS cluster has fewer JetStream servers available (${what}); start the missing servers or lower it to the number of servers`);
+    return new TooFewServersError('HOOKSTREAM_REPLICAS', `is ${n} but the NATS cluster has fewer JetStream servers available (${what}); start the missing servers or lower it to the number of servers`);
   }
   return undefined;
 }

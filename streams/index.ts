@@ -10,7 +10,7 @@ import { ensureOpsStream } from './ops.ts';
 import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { ensureRoutedStream } from './routed.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
-import type { EnsureOptions } from './ensure.ts';
+import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
 /** How long start-up keeps trying while JetStream does not answer (a cluster electing leaders, say). */
 const STARTUP_PATIENCE_MS = 60_000;
@@ -19,7 +19,8 @@ const TRANSIENT = /timeout|no responders|503|unavailable/i;
 
 /**
  * Create or update every stream. Each step is idempotent, so a JetStream that does not answer for a while
- * (a cluster electing its meta leader, several instances creating replicated streams at once) is waited
+ * (a cluster electing its meta leader or still gathering its servers, several instances creating replicated
+ * streams at once) is waited
  * out for a minute, from the first step, before start-up fails with one line.
  */
 export async function ensureStreams(
@@ -41,7 +42,8 @@ export async function ensureStreams(
       await ensureRoutedStream(jsm, o);
       return;
     } catch (e) {
-      if (isHookstreamError(e) || !TRANSIENT.test(describe(e)) || Date.now() + wait > until) throw startupError(e);
+      const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));
+      if (!transient || Date.now() + wait > until) throw startupError(e);
       opts.onRetry?.(describe(e));
       await new Promise((r) => setTimeout(r, wait));
     }
