@@ -2,12 +2,12 @@
 // error reply turned into an AdminRequestError carrying the reply's code. Its caller says where NATS is:
 // nothing here reads configuration.
 import type { NatsConnection } from '@nats-io/nats-core';
-import { NoRespondersError, PermissionViolationError, TimeoutError } from '@nats-io/nats-core';
+import { headers as natsHeaders, NoRespondersError, PermissionViolationError, TimeoutError } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { redactUrl } from '../config.ts';
 import { describe, ErrorCode, HookstreamError, UnreachableError } from '../errors.ts';
 import {
-  AdminSubject, isAdminErrorReply, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
+  AdminSubject, isAdminErrorReply, OPERATOR_HEADER, type AuditListIn, type AuditListOut, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut,
@@ -39,17 +39,21 @@ export interface AdminClient {
   listRejectedEvents(req: RejectedEventsListIn): Promise<RejectedEventsListOut>;
   showRejectedEvent(req: RejectedEventShowIn): Promise<RejectedEventShowOut>;
   retryNow(req: EndpointRetryNowIn): Promise<EndpointRetryNowOut>;
+  listAudit(req: AuditListIn): Promise<AuditListOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
 
-export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number } = {}): AdminClient {
+export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number; operator?: string | undefined } = {}): AdminClient {
   const timeout = opts.timeoutMs ?? 30_000;
+  // The audit log's name for whoever asks (src/admin/server.ts); none: the admin role records `unnamed`.
+  const headers = opts.operator ? natsHeaders() : undefined;
+  if (opts.operator) headers!.set(OPERATOR_HEADER, opts.operator);
 
   async function raw(subject: string, payload: string | Uint8Array): Promise<unknown> {
     let reply;
     try {
-      reply = await nc.request(subject, payload, { timeout });
+      reply = await nc.request(subject, payload, headers ? { timeout, headers } : { timeout });
     } catch (e) {
       if (e instanceof NoRespondersError || (e instanceof Error && e.cause instanceof NoRespondersError)) {
         throw new AdminRequestError(ErrorCode.Unreachable, 'no hookstream process answers admin requests: run one with the admin role (hookstream serve --roles admin,…)');
@@ -84,6 +88,7 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     listRejectedEvents: (req) => call(AdminSubject.EventsRejected, req),
     showRejectedEvent: (req) => call(AdminSubject.EventsRejectedShow, req),
     retryNow: (req) => call(AdminSubject.EndpointsRetryNow, req),
+    listAudit: (req) => call(AdminSubject.AuditList, req),
     raw,
   };
 }
@@ -95,6 +100,8 @@ export interface OperatorConnectOptions {
   user?: string | undefined;
   password?: string | undefined;
   timeoutMs?: number;
+  /** Recorded in the audit log as who asked. */
+  operator?: string | undefined;
 }
 
 /** An operator's connection: the given credentials, replies on the operator inbox. */
@@ -117,7 +124,7 @@ export async function connectAsOperator(opts: OperatorConnectOptions): Promise<N
 export async function withAdminClient<T>(opts: OperatorConnectOptions, fn: (admin: AdminClient) => Promise<T>): Promise<T> {
   const nc = await connectAsOperator(opts);
   try {
-    return await fn(createAdminClient(nc));
+    return await fn(createAdminClient(nc, { operator: opts.operator }));
   } finally {
     await nc.drain().catch(() => {});
   }

@@ -7,6 +7,11 @@ import { iso, type DeadLetterRow, type DeadLetterStatus } from '../deadletter/st
 export const ADMIN_SUBJECTS = 'admin.>';
 /** Every instance running the admin role joins this queue group, so each request is answered once. */
 export const ADMIN_QUEUE = 'hookstream-admin';
+/**
+ * Who asks (issue 19): the operator's name, recorded in the audit log with every audited action. The CLI
+ * sends its --operator / HOOKSTREAM_OPERATOR, the console the signed-in operator's name.
+ */
+export const OPERATOR_HEADER = 'Hookstream-Operator';
 
 export const AdminSubject = {
   DeadLettersList: 'admin.dead_letters.list',
@@ -17,6 +22,7 @@ export const AdminSubject = {
   EventsRejected: 'admin.events.rejected',
   EventsRejectedShow: 'admin.events.rejected.show',
   EndpointsRetryNow: 'admin.endpoints.retry_now',
+  AuditList: 'admin.audit.list',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -89,7 +95,34 @@ export interface RejectedEventShowIn {
   seq: number;
 }
 
+/** The audit log, newest first. */
+export interface AuditListIn {
+  operator?: string;
+  action?: string;
+  target?: string;
+  limit?: number;
+  cursor?: string;
+}
+
 // ---- replies ----
+
+export interface AuditEntryOut {
+  id: string;
+  at: string;
+  operator: string;
+  /** dead_letter.show, dead_letter.replay, dead_letters.replay_many, rejected_event.show, endpoint.retry_now, operator.revoke, api_key.revoke, console.sign_in */
+  action: string;
+  /** What it was done to: a dead-letter id, a REJECTED seq, an endpoint id, a filter, an operator or key id. */
+  target: string;
+  /** `ok`, or the error code the action was refused with. */
+  outcome: string;
+  detail: string | null;
+}
+
+export interface AuditListOut {
+  data: AuditEntryOut[];
+  next_cursor: string | null;
+}
 
 export interface DeadLetterOut {
   id: string;

@@ -3,6 +3,8 @@
 import { isEventName } from '../domain/catalogue.ts';
 import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
 import { badRequest } from '../errors.ts';
+import { AUDIT_ACTIONS, isAuditAction, type AuditFilter } from '../audit/store.ts';
+import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { DEAD_LETTER_STATUSES, DeadLetterStatus, isDeadLetterId, isDeadLetterStatus, type DeadLetterFilter, type DeadLetterId } from '../deadletter/store.ts';
 
 export const DEFAULT_PAGE = 50;
@@ -188,4 +190,29 @@ export function parseRejectedShowRequest(body: Body): { seq: number } {
   const seq = body['seq'];
   if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) throw badRequest('seq must be a whole number from 1 (the seq of a listed rejected event)');
   return { seq };
+}
+
+const AUDIT_CURSOR = /^aud_[0-9a-z]{26}$/;
+
+export function parseAuditListRequest(body: Body): { filter: AuditFilter; page: { before?: string; limit: number } } {
+  onlyFields(body, ['operator', 'action', 'target', 'limit', 'cursor']);
+  const filter: AuditFilter = {};
+  const operator = optionalString(body, 'operator');
+  if (operator !== undefined) {
+    if (!isOperatorName(operator)) throw badRequest(`operator must be ${OPERATOR_NAME_RULE}`);
+    filter.operator = operator;
+  }
+  const action = optionalString(body, 'action');
+  if (action !== undefined) {
+    if (!isAuditAction(action)) throw badRequest(`action must be one of ${AUDIT_ACTIONS.join(', ')}`);
+    filter.action = action;
+  }
+  const target = optionalString(body, 'target');
+  if (target !== undefined) {
+    if (target.length > 200) throw badRequest('target must be at most 200 characters');
+    filter.target = target;
+  }
+  const cursor = optionalString(body, 'cursor');
+  if (cursor !== undefined && !AUDIT_CURSOR.test(cursor)) throw badRequest('cursor is not one this service handed out');
+  return { filter, page: { limit: limitOf(body, DEFAULT_PAGE), ...(cursor ? { before: cursor } : {}) } };
 }

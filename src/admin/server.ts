@@ -14,9 +14,15 @@ import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
 import { createRejectedEvents } from './rejected-events.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
-import { ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, type AdminErrorReply } from './protocol.ts';
 import {
-  parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
+  ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, OPERATOR_HEADER, type AdminErrorReply, type AuditListOut,
+  type DeadLetterReplayOut, type DeadLettersReplayManyOut, type EndpointRetryNowOut,
+} from './protocol.ts';
+import { AUDIT_OK, AuditAction, listAudit, recordAudit, UNNAMED_OPERATOR } from '../audit/store.ts';
+import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
+import { iso } from '../deadletter/store.ts';
+import {
+  parseAuditListRequest, parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
   parseReplayRequest, parseRetryNowRequest, parseShowRequest,
 } from './requests.ts';
 
@@ -25,7 +31,44 @@ export interface Admin {
   stop(): Promise<void>;
 }
 
-type Handler = (body: Record<string, unknown>) => Promise<unknown>;
+type Body = Record<string, unknown>;
+type Handler = (body: Body) => Promise<unknown>;
+
+/** What an audited operation records: its action, its target (from the request, once it parsed) and what it did. */
+interface Audited {
+  action: AuditAction;
+  target: (b: Body) => string;
+  detail?: (result: never) => string;
+}
+
+const FILTER_FIELDS = ['tenant', 'endpoint', 'event', 'since', 'until'];
+
+/** Issue 19: every operator action is audited where it is served, so the CLI and the console alike. */
+const AUDITED: Partial<Record<string, Audited>> = {
+  [AdminSubject.DeadLettersShow]: { action: AuditAction.DeadLetterShow, target: (b) => String(b['id']) },
+  [AdminSubject.DeadLettersReplay]: {
+    action: AuditAction.DeadLetterReplay, target: (b) => String(b['id']),
+    detail: (r: DeadLetterReplayOut) => `replay ${r.dead_letter.replay_count} of ${r.dead_letter.webhook_id} to ${r.dead_letter.endpoint_id}`,
+  },
+  [AdminSubject.DeadLettersReplayMany]: {
+    action: AuditAction.DeadLettersReplayMany,
+    target: (b) => FILTER_FIELDS.filter((f) => typeof b[f] === 'string').map((f) => `${f}=${String(b[f])}`).join(' '),
+    detail: (r: DeadLettersReplayManyOut) => `replayed ${r.replayed.length}, failed ${r.failed.length} (of ${r.total} matching)`,
+  },
+  [AdminSubject.EventsRejectedShow]: { action: AuditAction.RejectedEventShow, target: (b) => String(b['seq']) },
+  [AdminSubject.EndpointsRetryNow]: {
+    action: AuditAction.EndpointRetryNow, target: (b) => String(b['endpoint']),
+    detail: (r: EndpointRetryNowOut) => `brought forward ${r.brought_forward} on ${r.instances} instance(s)`,
+  },
+};
+
+/** The operator a request names in its header; a request that names none is recorded as `unnamed`. */
+function operatorOf(m: Msg): string {
+  const name = m.headers?.get(OPERATOR_HEADER) ?? '';
+  if (name === '') return UNNAMED_OPERATOR;
+  if (!isOperatorName(name)) throw new HookstreamError(ErrorCode.BadRequest, `the ${OPERATOR_HEADER} header must be ${OPERATOR_NAME_RULE}`);
+  return name;
+}
 
 /**
  * Reply subjects the admin role answers: `_R_.…` (the server's one-shot reply of a request that came
@@ -68,14 +111,50 @@ export async function startAdmin(deps: {
       log.info('retry-now', { endpoint, brought_forward: r.broughtForward, instances: r.instances });
       return { endpoint_id: endpoint, brought_forward: r.broughtForward, instances: r.instances };
     },
+    [AdminSubject.AuditList]: async (b): Promise<AuditListOut> => {
+      const q = parseAuditListRequest(b);
+      const rows = await listAudit(deps.orm.em.fork(), q.filter, { ...q.page, limit: q.page.limit + 1 });
+      const data = rows.slice(0, q.page.limit).map((r) => ({ ...r, at: iso(r.at) }));
+      return { data, next_cursor: rows.length > q.page.limit ? data[data.length - 1]!.id : null };
+    },
   };
+
+  /** Runs an audited operation and writes its record before the answer goes out: no answer without one. */
+  async function audited(a: Audited, operator: string, handler: Handler, body: Body): Promise<unknown> {
+    let result: unknown;
+    let outcome: string = AUDIT_OK;
+    try {
+      result = await handler(body);
+    } catch (e) {
+      const code = isHookstreamError(e) ? adminCode(e.code) : AdminErrorCode.Internal;
+      // A request that did not parse names no target: nothing was done to anything.
+      if (code === AdminErrorCode.BadRequest) throw e;
+      outcome = code;
+      await write(null);
+      throw e;
+    }
+    await write(a.detail ? a.detail(result as never) : null);
+    return result;
+
+    async function write(detail: string | null): Promise<void> {
+      try {
+        await recordAudit(deps.orm.em.fork(), { operator, action: a.action, target: a.target(body), outcome, detail });
+      } catch (e) {
+        log.error('could not write the audit log', { action: a.action, operator, reason: describe(e) });
+        throw new HookstreamError(ErrorCode.Internal, `${a.action} ${outcome === AUDIT_OK ? 'was done' : 'failed'}, but the audit log could not be written (${describe(e)})`);
+      }
+    }
+  }
 
   async function answer(m: Msg): Promise<unknown> {
     const handler = handlers[m.subject];
     if (!handler) {
       throw new HookstreamError(ErrorCode.NotFound, `unknown admin operation ${m.subject}; operations: ${Object.keys(handlers).join(', ')}`);
     }
-    return handler(parseBody(m.data));
+    const operator = operatorOf(m);
+    const body = parseBody(m.data);
+    const a = AUDITED[m.subject];
+    return a ? audited(a, operator, handler, body) : handler(body);
   }
 
   const errorReply = (m: Msg, e: unknown): AdminErrorReply => {

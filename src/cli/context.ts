@@ -8,6 +8,9 @@ import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
 import { ensureStreams, startupError } from '../../streams/index.ts';
+import { userInfo } from 'node:os';
+import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
+import { UsageError } from './command.ts';
 
 export interface NatsContext {
   config: Config;
@@ -65,8 +68,24 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   }
 }
 
-/** Run `fn` with an admin client as the operator NATS_URL, NATS_USER and NATS_PASSWORD name. */
+/**
+ * Who runs the CLI, as the audit log records it (issue 19): --operator or HOOKSTREAM_OPERATOR, else
+ * `cli:<login name>` (characters the names do not take become `-`).
+ */
+export function cliOperator(): string {
+  const named = process.env['HOOKSTREAM_OPERATOR'];
+  if (named !== undefined && named !== '') {
+    if (!isOperatorName(named)) throw new UsageError(`--operator (or HOOKSTREAM_OPERATOR) must be ${OPERATOR_NAME_RULE}`);
+    return named;
+  }
+  let login = 'unknown';
+  try { login = userInfo().username; } catch { /* no passwd entry: keep unknown */ }
+  return `cli:${login.replace(/[^A-Za-z0-9._@:+-]/g, '-')}`.slice(0, 64);
+}
+
+/** Run `fn` with an admin client as the operator NATS_URL, NATS_USER and NATS_PASSWORD name, audited as cliOperator(). */
 export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  return withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword }, fn);
+  const operator = cliOperator();
+  return withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator }, fn);
 }

@@ -29,7 +29,8 @@ function overview(): string {
   return [
     'hookstream: webhook delivery on NATS JetStream',
     '',
-    'Usage: hookstream <command> [options]   (every command takes --help; data commands take --json)',
+    'Usage: hookstream <command> [options]   (every command takes --help; data commands take --json;',
+    '       --operator NAME or HOOKSTREAM_OPERATOR names you in the audit log)',
     '',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
   ].join('\n');
@@ -63,7 +64,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({
       args: rest,
-      options: { ...command.options, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: { ...command.options, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, operator: { type: 'string' } },
       allowPositionals: true,
       strict: true,
     });
@@ -71,6 +72,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`hookstream ${command.name}: ${e instanceof Error ? e.message : String(e)}\n\n${usage(command)}\n`);
     return 2;
   }
+  // Who runs the command, for the audit log (src/cli/context.ts cliOperator); the option wins over the environment.
+  if (typeof parsed.values.operator === 'string') process.env['HOOKSTREAM_OPERATOR'] = parsed.values.operator;
   if (parsed.values.help) {
     process.stdout.write(usage(command) + '\n');
     return 0;

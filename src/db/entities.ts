@@ -133,4 +133,49 @@ export const ApiKey = defineEntity({
 });
 export type ApiKey = InferEntity<typeof ApiKey>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey];
+/** An operator of the console and the CLI (issue 19); the key is kept only as its sha256, names are never reused. */
+export const Operator = defineEntity({
+  name: 'Operator',
+  tableName: 'operators',
+  properties: {
+    id: p.text().primary(),
+    name: p.text().unique('operators_name_key'),
+    hash: p.blob().unique('operators_hash_key'),
+    prefix: p.text(),
+    createdAt: p.datetime(),
+    revokedAt: p.datetime().nullable(),
+  },
+});
+export type Operator = InferEntity<typeof Operator>;
+
+/** A console session: the sha256 (hex) of its cookie's token, whose operator, until when. */
+export const ConsoleSession = defineEntity({
+  name: 'ConsoleSession',
+  tableName: 'console_sessions',
+  properties: {
+    tokenHash: p.text().primary(),
+    operatorId: p.text(),
+    createdAt: p.datetime(),
+    expiresAt: p.datetime().index('console_sessions_expires_at_idx'),
+  },
+});
+export type ConsoleSession = InferEntity<typeof ConsoleSession>;
+
+/** One operator action (src/audit/store.ts); ids are time-ordered, newest-first pages are cut on them. */
+export const AuditEntry = defineEntity({
+  name: 'AuditEntry',
+  tableName: 'audit_log',
+  properties: {
+    id: p.text().primary().collation('C'),
+    at: p.datetime(),
+    operator: p.text(),
+    action: p.text(),
+    target: p.text(),
+    outcome: p.text(),
+    detail: p.text().nullable(),
+  },
+  indexes: [{ name: 'audit_log_operator_idx', properties: ['operator', 'id'] }],
+});
+export type AuditEntry = InferEntity<typeof AuditEntry>;
+
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry];

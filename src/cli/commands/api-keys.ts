@@ -2,7 +2,8 @@
 // printed once, by create; afterwards only its id and first characters are ever shown.
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyInfo } from '../../apikeys/store.ts';
 import { requireTenant, table, UsageError, type Command } from '../command.ts';
-import { withDatabase } from '../context.ts';
+import { cliOperator, withDatabase } from '../context.ts';
+import { AUDIT_OK, AuditAction, recordAudit } from '../../audit/store.ts';
 import { textProblem } from '../../domain/text.ts';
 
 /** The JSON shape of a key (snake_case, as the API writes its fields). */
@@ -57,7 +58,12 @@ export const apiKeysRevoke: Command = {
   positionals: { min: 1, max: 1, names: 'ID' },
   async run({ positionals, out }) {
     const id = positionals[0]!;
-    const revoked = await withDatabase((em) => revokeApiKey(em, id));
+    const by = cliOperator();
+    const revoked = await withDatabase((em) => em.transactional(async (tx) => {
+      const r = await revokeApiKey(tx, id);
+      await recordAudit(tx, { operator: by, action: AuditAction.ApiKeyRevoke, target: r.id, outcome: AUDIT_OK, detail: `tenant ${r.tenant}` });
+      return r;
+    }));
     out.data(keyOut(revoked), () => `revoked ${revoked.id} of ${revoked.tenant} at ${revoked.revokedAt}`);
   },
 };

@@ -9,7 +9,9 @@ import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
 import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-letters.ts';
 import { deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild, projectionsStatus } from './projections.ts';
+import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts';
+import { auditList } from './audit.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, projectionsStatus, projectionsRebuild, keysGenerate,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];
