@@ -21,6 +21,7 @@ import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
+import { deadLetterTaggerOf } from './deadletter/tag.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
 import { startAdmin } from './admin/server.ts';
@@ -70,8 +71,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
     });
     const keys = await loadKeys(config, log, {
-      // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts).
-      master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin'),
+      // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts);
+      // deadletter and admin: dead letters are tagged under another (src/deadletter/tag.ts).
+      master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin') || roles.has('deadletter'),
       deadLetterPublic: roles.has('deadletter'),
       deadLetterSecret: roles.has('admin'),
     });
@@ -84,6 +86,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         keys.previousMasterKey ? [deriveWebhookIdKey(Buffer.from(keys.previousMasterKey, 'base64'))] : [],
       )
       : undefined;
+    const deadLetterTags = keys.masterKey ? deadLetterTaggerOf(keys.masterKey, keys.previousMasterKey) : undefined;
 
     let orm: Database | undefined;
     if (needsDatabase(config.roles)) {
@@ -132,10 +135,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Operational events (issue 10: ops.<tenant>.<type>), published by the dead-letter and delivery roles.
     const opsEvents = createOpsEvents({ js, log: log.child({ role: 'ops-events' }), metrics });
 
-    if (roles.has('deadletter') && orm) {
+    if (roles.has('deadletter') && orm && deadLetterTags) {
       const publicKey = keys.deadLetterPublicKey!;
       const handler = await startDeadLetterHandler({
-        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b) },
+        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag },
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
       });
@@ -192,9 +195,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     // Last, so it stops first: no admin request starts a replay while the roles below shut down.
-    if (roles.has('admin') && orm && webhookIds) {
+    if (roles.has('admin') && orm && webhookIds && deadLetterTags) {
       const admin = await startAdmin({
-        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!,
+        nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
         previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds,
         log: log.child({ role: 'admin' }), metrics,
       });

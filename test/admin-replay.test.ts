@@ -1,6 +1,7 @@
 // Replay end to end over the admin subject: a receiver that failed until the delivery died, then recovers,
 // gets the replayed delivery with the original webhook-id and a valid signature; a replay that fails again
-// dies again; bulk replay pages through an endpoint's dead letters.
+// dies again; bulk replay pages through an endpoint's dead letters; a forged, swapped or untagged record is
+// refused (issue 23).
 import test from 'ava';
 import { Webhook } from 'standardwebhooks';
 import { eventually } from './helpers/service.ts';
@@ -9,8 +10,12 @@ import type { Receiver } from './helpers/receiver.ts';
 import { AdminRequestError, type AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
 import type { TenantId } from '../src/domain/ids.ts';
-import { openDeadLetter, sealForDeadLetters } from '../src/crypto/sodium.ts';
+import { randomBytes } from 'node:crypto';
+import { createDeadLetterKeyring, openDeadLetter, sealForDeadLetters } from '../src/crypto/sodium.ts';
 import type { OriginalMessage } from '../src/deadletter/sealed-message.ts';
+import { resealDeadLetters } from '../src/deadletter/reseal.ts';
+import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
+import { createLogger } from '../src/log.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 
 let h: TestService;
@@ -30,8 +35,25 @@ const verify = (secret: string, r: Receiver['received'][number]) => new Webhook(
   'webhook-signature': String(r.headers['webhook-signature']),
 });
 
+const logLines: string[] = [];
+const sql = (q: string, params: unknown[] = []) => h.service.orm!.em.fork().execute(q, params);
+const openOriginal = (sealed: Buffer) =>
+  JSON.parse(new TextDecoder().decode(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed)))) as OriginalMessage;
+let forgedSeq = 900_000;
+
+/** Insert a dead-letter row as someone with write access to the table would: any message, any tag. */
+async function forge(id: string, message: OriginalMessage, row: { endpoint: string; tenant: string; webhookId: string }, tag: Uint8Array | null): Promise<void> {
+  const sealed = sealForDeadLetters(h.keys.deadLetterPublicKey, new TextEncoder().encode(JSON.stringify(message)));
+  await sql(`insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, failed_at, sealed, tag, source_stream, source_seq, created_at)
+    values (?, ?, ?, ?, ?, 3, now(), ?, ?, 'DELIVERIES_0', ?, now())`,
+  [id, row.endpoint, row.tenant, row.webhookId, originalHeaderOf(message, 'hookstream-event') ?? 'user.updated', Buffer.from(sealed), tag ? Buffer.from(tag) : null, forgedSeq++]);
+}
+const originalHeaderOf = (m: OriginalMessage, name: string) => m.headers[name]?.[0];
+
 test.before(async () => {
-  h = await startTestService('admin_replay', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  h = await startTestService('admin_replay', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s', HOOKSTREAM_LOG_LEVEL: 'info' }, {
+    logWrite: (l) => logLines.push(l),
+  });
   ({ admin } = await h.operator({ timeoutMs: 20_000 }));
 });
 
@@ -151,53 +173,122 @@ test('replaying to a deleted endpoint is refused, and a bulk run reports it with
   t.is((await admin.showDeadLetter({ id: letter!.id })).dead_letter.status, 'dead', 'untouched');
 });
 
-test('a forged or swapped dead-letter record is refused on replay, single and bulk, and nothing is published', async (t) => {
-  // Issue 23, from the attacker's side: write access to dead_letters (the sealing key is public by design).
+test.serial('a dead letter stored before tags is refused until keys reseal-dead-letters tags it; a mismatched one is never tagged', async (t) => {
+  const r = await receiver(() => false);
+  const tenant = 'tenant_legacy' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'] });
+  await h.publish(tenant, 'user.updated', { userId: 'user_legacy' });
+  const [legacy] = await deadLettersOf(endpoint.id, 1);
+  await sql('update dead_letters set tag = null where id = ?', [legacy!.id]);
+  t.is((await admin.showDeadLetter({ id: legacy!.id })).tag, 'missing');
+  const refused = await admin.replayDeadLetter({ id: legacy!.id }).catch((x: unknown) => x);
+  t.regex(String(refused), /stored before dead letters carried an authentication tag/);
+  // An untagged record whose message names another webhook-id than its row.
+  const sealed = ((await sql('select sealed from dead_letters where id = ?', [legacy!.id]))[0] as { sealed: Buffer }).sealed;
+  const other = openOriginal(sealed);
+  const mismatched = 'dl_legacy0000000000000000001';
+  await forge(mismatched, other, { endpoint: endpoint.id, tenant, webhookId: 'msg_legacy000001' }, null);
+
+  const log = createLogger({ level: 'error', write: () => undefined });
+  const result = await resealDeadLetters({
+    orm: h.service.orm!, keyring: createDeadLetterKeyring(h.keys.deadLetterSecretKey),
+    seal: (bytes) => sealForDeadLetters(h.keys.deadLetterPublicKey, bytes), tagger: deadLetterTaggerOf(h.keys.masterKey),
+    shards: h.config.deliveryShards, log,
+  });
+  t.true(result.resealed >= 1);
+  t.deepEqual(result.failed.map((f) => f.id), [mismatched]);
+  t.regex(result.failed[0]!.reason, /untagged and its webhook-id header is not the record's; not tagged/);
+  t.is((await admin.showDeadLetter({ id: legacy!.id })).tag, 'current');
+  t.is((await admin.showDeadLetter({ id: mismatched })).tag, 'missing');
+  const again = await resealDeadLetters({
+    orm: h.service.orm!, keyring: createDeadLetterKeyring(h.keys.deadLetterSecretKey),
+    seal: (bytes) => sealForDeadLetters(h.keys.deadLetterPublicKey, bytes), tagger: deadLetterTaggerOf(h.keys.masterKey),
+    shards: h.config.deliveryShards, log,
+  });
+  t.is(again.resealed, 0, 'a second run changes nothing');
+  t.like(await admin.replayDeadLetter({ id: legacy!.id }), { dead_letter: { status: 'replayed', replay_count: 1 } });
+});
+
+test.serial('a forged, swapped or moved dead-letter record is refused on replay, single and bulk; nothing is published', async (t) => {
+  // Issue 23, from the attacker's side: write access to dead_letters (the sealing key is public by design),
+  // but not the master key the tags are made under.
   const rA = await receiver(() => false);
   const rB = await receiver(() => true);
   const a = await h.store.create('tenant_victim_a' as TenantId, { url: rA.url, events: ['user.*'] });
   const b = await h.store.create('tenant_victim_b' as TenantId, { url: rB.url, events: ['user.*'] });
-  await h.publish('tenant_victim_a', 'user.updated', { userId: 'user_a' });
-  const [letter] = await deadLettersOf(a.endpoint.id, 1);
-  const sql = (q: string, params: unknown[] = []) => h.service.orm!.em.fork().execute(q, params);
-  const [{ sealed }] = await sql('select sealed from dead_letters where id = ?', [letter!.id]) as [{ sealed: Buffer }];
-  const original = JSON.parse(new TextDecoder().decode(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed)))) as OriginalMessage;
-  const forge = async (id: string, message: OriginalMessage, row: { endpoint: string; tenant: string }) => {
-    await sql(`insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, failed_at, sealed, source_stream, source_seq, created_at)
-      values (?, ?, ?, ?, 'user.deleted', 3, now(), ?, 'DELIVERIES_0', ?, now())`,
-    [id, row.endpoint, row.tenant, `msg_forged${id.slice(-6)}`, Buffer.from(sealForDeadLetters(h.keys.deadLetterPublicKey, new TextEncoder().encode(JSON.stringify(message)))), 900_000 + Number(id.slice(-1))]);
-  };
-  const asB = (m: OriginalMessage): OriginalMessage => {
-    const headers = { ...m.headers, 'hookstream-endpoint': [b.endpoint.id], 'hookstream-tenant': ['tenant_victim_b'], 'hookstream-event': ['user.deleted'] };
-    return { ...m, subject: deliveryAddress(b.endpoint.id, h.config.deliveryShards).subject, headers };
-  };
-  // 1. A record under A's endpoint whose sealed message is a delivery to B's.
+  await h.publish('tenant_victim_a', 'user.updated', { userId: 'user_a1' });
+  await h.publish('tenant_victim_a', 'user.updated', { userId: 'user_a2' });
+  const [one, two] = await deadLettersOf(a.endpoint.id, 2);
+  const rowOf = async (id: string) => (await sql('select sealed, tag from dead_letters where id = ?', [id]))[0] as { sealed: Buffer; tag: Buffer };
+  const honest1 = await rowOf(one!.id);
+  const honest2 = await rowOf(two!.id);
+  t.is(honest1.tag.length, 32, 'the dead-letter role tagged it');
+  t.is((await admin.showDeadLetter({ id: one!.id })).tag, 'current');
+  const original = openOriginal(honest1.sealed);
+  const asB = (m: OriginalMessage, webhookId: string): OriginalMessage => ({
+    ...m, subject: deliveryAddress(b.endpoint.id, h.config.deliveryShards).subject,
+    headers: { ...m.headers, 'hookstream-endpoint': [b.endpoint.id], 'hookstream-tenant': ['tenant_victim_b'], 'hookstream-event': ['user.deleted'], 'webhook-id': [webhookId] },
+  });
+
+  // 1. A forged record naming B's endpoint consistently, with a made-up tag.
   const forged = 'dl_forged00000000000000000001';
-  await forge(forged, { ...asB(original), headers: { ...asB(original).headers, 'webhook-id': ['msg_forged000001'] } }, { endpoint: a.endpoint.id, tenant: 'tenant_victim_a' });
-  // 2. A record naming A's endpoint whose message is an API subject: emptying REJECTED.
-  const purge = 'dl_forged00000000000000000002';
-  await forge(purge, { ...original, subject: '$JS.API.STREAM.PURGE.REJECTED', headers: { ...original.headers, 'webhook-id': ['msg_forged000002'], 'hookstream-event': ['user.deleted'] } },
-    { endpoint: a.endpoint.id, tenant: 'tenant_victim_a' });
-  // 3. A's real record moved to B's endpoint and tenant (swapped row).
-  await sql('update dead_letters set endpoint_id = ?, tenant = ? where id = ?', [b.endpoint.id, 'tenant_victim_b', letter!.id]);
+  await forge(forged, asB(original, 'msg_forged000001'), { endpoint: b.endpoint.id, tenant: 'tenant_victim_b', webhookId: 'msg_forged000001' }, randomBytes(32));
+  // 2. The same without a tag (as if stored before tags existed).
+  const untagged = 'dl_forged00000000000000000002';
+  await forge(untagged, asB(original, 'msg_forged000002'), { endpoint: b.endpoint.id, tenant: 'tenant_victim_b', webhookId: 'msg_forged000002' }, null);
+  // 3. A record naming A's endpoint whose message is an API subject (emptying REJECTED), with A's real tag.
+  const purge = 'dl_forged00000000000000000003';
+  await forge(purge, { ...original, subject: '$JS.API.STREAM.PURGE.REJECTED' }, { endpoint: a.endpoint.id, tenant: 'tenant_victim_a', webhookId: one!.webhook_id.replace('msg_', 'msg_x') }, honest1.tag);
+  // 4. A's two records with their sealed messages and tags swapped.
+  await sql('update dead_letters set sealed = ?, tag = ? where id = ?', [honest2.sealed, honest2.tag, one!.id]);
+  await sql('update dead_letters set sealed = ?, tag = ? where id = ?', [honest1.sealed, honest1.tag, two!.id]);
+  // 5. Another dead letter of A moved, whole, to B's endpoint and tenant.
+  await h.publish('tenant_victim_a', 'user.updated', { userId: 'user_a3' });
+  const three = (await deadLettersOf(a.endpoint.id, 4)).find((d) => ![one!.id, two!.id, purge].includes(d.id))!;
+  await sql('update dead_letters set endpoint_id = ?, tenant = ? where id = ?', [b.endpoint.id, 'tenant_victim_b', three.id]);
+
   await h.publishRaw('tenant_victim_a', 'user.exploded', 'kept in REJECTED');
   const jsm = h.service.jsm;
   const rejectedBefore = await eventually(async () => {
     const n = (await jsm.streams.info('REJECTED')).state.messages;
     return n > 0 ? n : undefined;
   }, 10_000, 'a rejected event');
+  const published = async () => (await jsm.streams.info(deliveryAddress(b.endpoint.id, h.config.deliveryShards).stream)).state.last_seq
+    + (await jsm.streams.info(deliveryAddress(a.endpoint.id, h.config.deliveryShards).stream)).state.last_seq;
+  const publishedBefore = await published();
+  const refusedBefore = logLines.filter((l) => l.includes('dead letter refused')).length;
 
-  for (const id of [forged, purge, letter!.id]) {
+  const refused = [forged, untagged, purge, one!.id, two!.id, three.id];
+  for (const id of refused) {
     const e = await admin.replayDeadLetter({ id, force: true }).catch((x: unknown) => x);
     t.true(e instanceof AdminRequestError && e.code === 'conflict', id);
-    t.regex((e as Error).message, /was not replayed: .* \(a forged or altered record\); nothing was published/);
+    t.regex((e as Error).message, /was not replayed: .*nothing was published/, id);
+  }
+  t.regex(String(await admin.replayDeadLetter({ id: untagged }).catch((x: unknown) => x)), /stored before dead letters carried an authentication tag/);
+  for (const id of [forged, one!.id, two!.id, three.id]) {
+    t.is((await admin.showDeadLetter({ id })).tag, 'invalid', id);
   }
   const bulkA = await admin.replayDeadLetters({ endpoint: a.endpoint.id });
   const bulkB = await admin.replayDeadLetters({ endpoint: b.endpoint.id });
-  t.deepEqual([...bulkA.failed, ...bulkB.failed].map((f) => f.id).sort(), [forged, purge, letter!.id].sort());
+  t.deepEqual([...bulkA.failed, ...bulkB.failed].map((f) => f.id).sort(), [...refused].sort());
   t.deepEqual([...bulkA.replayed, ...bulkB.replayed], []);
+  t.is(await published(), publishedBefore, 'nothing published on either endpoint\'s delivery stream');
   await new Promise((r) => setTimeout(r, 1500));
   t.is(rB.received.length, 0, 'B got nothing');
-  t.is(rA.received.length, 3, 'A got only its three real attempts');
+  t.is(rA.received.length, 9, 'A got only its real attempts');
   t.is((await jsm.streams.info('REJECTED')).state.messages, rejectedBefore, 'REJECTED not purged');
+
+  // Each refusal is logged, naming the record but never its message.
+  const lines = logLines.filter((l) => l.includes('dead letter refused')).slice(refusedBefore);
+  t.true(lines.length >= refused.length * 2, 'single and bulk refusals logged');
+  for (const l of lines) {
+    t.false(/user_a[0-9]|body_base64|user\.deleted/.test(l), 'no payload in the log');
+    for (const k of [h.keys.masterKey, h.keys.deadLetterSecretKey]) t.false(l.includes(k), 'no key in the log');
+  }
+
+  // Swapped back, the honest records replay.
+  await sql('update dead_letters set sealed = ?, tag = ? where id = ?', [honest1.sealed, honest1.tag, one!.id]);
+  await sql('update dead_letters set sealed = ?, tag = ? where id = ?', [honest2.sealed, honest2.tag, two!.id]);
+  const ok = await admin.replayDeadLetters({ endpoint: a.endpoint.id });
+  t.deepEqual(ok.replayed.map((x) => x.id).sort(), [one!.id, two!.id].sort());
 });

@@ -8,6 +8,7 @@ import { startHarness, eventually, type Harness } from './helpers/service.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { startDeadLetterHandler, type DeadLetterHandler } from '../src/deadletter/handler.ts';
 import { sealForDeadLetters } from '../src/crypto/sodium.ts';
+import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER } from '../streams/dead-letters.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
@@ -34,7 +35,7 @@ test.before(async () => {
   const wrapped = Object.create(jsm, { streams: { value: streams } }) as JetStreamManager;
   handler = await startDeadLetterHandler({
     js: h.service.js, jsm: wrapped, orm: h.service.orm!, log: h.log, metrics: h.service.metrics,
-    sealer: { seal: (b) => sealForDeadLetters(h.keys.deadLetterPublicKey, b) }, retryDelayMs: 300,
+    sealer: { seal: (b) => sealForDeadLetters(h.keys.deadLetterPublicKey, b), tag: deadLetterTaggerOf(h.keys.masterKey).tag }, retryDelayMs: 300,
   });
 });
 test.after.always(async () => {

@@ -235,7 +235,10 @@ test.serial('dead-letter key pair: P1 dead letters open under P2 + previous P1, 
   }, 30_000, 'a dead letter sealed to P2');
   const underP2 = both.find((d) => d.id !== underP1!.id)!;
 
-  const env = { DATABASE_URL: h.db.url, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey, HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY: k1.deadLetterSecretKey };
+  const env = {
+    DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: k2.master,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey, HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY: k1.deadLetterSecretKey,
+  };
   const run = await cli(['keys', 'reseal-dead-letters', '--json', '--batch', '1'], env);
   t.is(run.code, 0, run.stderr);
   t.like(JSON.parse(run.stdout), { resealed: 1, already_current: 1, failed: 0 });
@@ -260,11 +263,12 @@ test.serial('dead-letter key pair: P1 dead letters open under P2 + previous P1, 
   t.true(verifiesWith(created.signingSecret!, got!));
 });
 
-test.serial('reseal-dead-letters refuses to run without the previous key, and a public key that is not the pair\'s', async (t) => {
+test.serial('reseal-dead-letters refuses to run without the master key, and with a public key that is not the pair\'s', async (t) => {
   const missing = await cli(['keys', 'reseal-dead-letters'], { HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey });
   t.is(missing.code, 1);
-  t.regex(missing.stderr, /HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY.*required/);
+  t.regex(missing.stderr, /HOOKSTREAM_MASTER_KEY: is not set and there is no development keys file/);
   const mismatch = await cli(['keys', 'reseal-dead-letters'], {
+    HOOKSTREAM_MASTER_KEY: k2.master,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: k1.deadLetterPublicKey,
     HOOKSTREAM_PREVIOUS_DEAD_LETTER_SECRET_KEY: k1.deadLetterSecretKey,
   });

@@ -6,9 +6,11 @@
 // record dead again (dead_count + 1).
 //
 // A replay publishes only the delivery its row names (issue 23): the dead-letter public key is public by
-// design, so anyone who can write the table can seal a message. The subject is built from the row's
+// design, so anyone who can write the table can seal a message. A row whose authentication tag (a key
+// derived from the master key, which the database does not hold) does not vouch for its message under its
+// identity is refused and logged, as is a row stored before tags; the subject is built from the row's
 // endpoint, the headers from an allow-list, and a sealed message that names another endpoint, tenant,
-// webhook-id, event or subject than its row (a forged or swapped record) is refused and logged.
+// webhook-id, event or subject than its row is refused too.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
@@ -24,8 +26,7 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { DeadLetterOpener } from './opener.ts';
-import type { OriginalMessage } from '../deadletter/sealed-message.ts';
-import type { SealedDeadLetterRow } from '../deadletter/store.ts';
+import { originalHeader, recordMismatch, type OriginalMessage } from '../deadletter/sealed-message.ts';
 import {
   adminCode, deadLetterOut, type DeadLetterReplayOut, type DeadLetterShowOut, type DeadLettersListOut, type DeadLettersReplayManyOut,
   type OriginalMessageOut,
@@ -33,8 +34,7 @@ import {
 import type { Page } from './requests.ts';
 
 /** Opened original message, body parsed (it is the JSON body that was POSTed). */
-function messageOut(opener: DeadLetterOpener, sealed: Buffer): OriginalMessageOut {
-  const original = opener.open(new Uint8Array(sealed));
+function messageOut(original: OriginalMessage): OriginalMessageOut {
   const text = Buffer.from(original.body_base64, 'base64').toString('utf8');
   let body: unknown;
   try { body = JSON.parse(text); } catch { body = text; }
@@ -46,24 +46,6 @@ const REPLAYED_HEADERS = [
   DeliveryHeader.WebhookId, DeliveryHeader.Event, DeliveryHeader.Tenant, DeliveryHeader.Endpoint,
   DeliveryHeader.EndpointVersion, DeliveryHeader.EventSeq,
 ] as const;
-
-const header = (m: OriginalMessage, name: string): string | undefined =>
-  Object.entries(m.headers).find(([k]) => k.toLowerCase() === name)?.[1]?.[0];
-
-/** How a sealed message differs from the row that holds it, or undefined when it is the row's delivery. */
-function mismatch(row: SealedDeadLetterRow, m: OriginalMessage, subject: string): string | undefined {
-  if (m.subject !== subject) return 'its subject is not the endpoint\'s delivery subject';
-  const expected: [string, string][] = [
-    [DeliveryHeader.Endpoint, row.endpoint_id], [DeliveryHeader.Tenant, row.tenant],
-    [DeliveryHeader.WebhookId, row.webhook_id], [DeliveryHeader.Event, row.event_type],
-  ];
-  for (const [name, value] of expected) if (header(m, name) !== value) return `its ${name} header is not the record's`;
-  for (const name of [DeliveryHeader.EndpointVersion, DeliveryHeader.EventSeq]) {
-    const v = header(m, name);
-    if (v !== undefined && !/^[1-9][0-9]{0,15}$/.test(v)) return `its ${name} header is not a sequence`;
-  }
-  return undefined;
-}
 
 export interface DeadLetters {
   list(filter: DeadLetterFilter, page: Page): Promise<DeadLettersListOut>;
@@ -90,11 +72,18 @@ export function createDeadLetters(deps: {
       throw conflict(`dead letter ${id} was already replayed (${row.replay_count}x, last at ${row.last_replayed_at ? iso(row.last_replayed_at) : '?'}); `
         + 'its delivery may still be running: see deliveries show, or pass force to replay again');
     }
-    const original = opener.open(new Uint8Array(row.sealed));
+    const { message: original, tag } = opener.open(row);
+    if (tag === 'missing') {
+      log.warn('dead letter refused: it carries no authentication tag', { dead_letter: id, endpoint: row.endpoint_id });
+      throw conflict(`dead letter ${id} was not replayed: it was stored before dead letters carried an authentication tag; `
+        + 'check it (dead-letters show) and run `hookstream keys reseal-dead-letters` to tag it; nothing was published');
+    }
     const { subject } = deliveryAddress(row.endpoint_id, deps.shards);
     // A deleted endpoint has no consumer: the message would sit in its work queue forever.
     const endpoint = await readEndpoint(js, jsm, row.endpoint_id as EndpointId);
-    const problem = mismatch(row, original, subject) ?? (endpoint && endpoint.tenant !== row.tenant ? 'its endpoint belongs to another tenant' : undefined);
+    const problem = (tag === 'invalid' ? 'its authentication tag does not match its row and message' : undefined)
+      ?? recordMismatch(row, original, deps.shards)
+      ?? (endpoint && endpoint.tenant !== row.tenant ? 'its endpoint belongs to another tenant' : undefined);
     if (problem) {
       log.warn('dead letter refused: its sealed message is not the delivery its record names', { dead_letter: id, endpoint: row.endpoint_id, reason: problem });
       throw conflict(`dead letter ${id} was not replayed: ${problem} (a forged or altered record); nothing was published`);
@@ -105,7 +94,7 @@ export function createDeadLetters(deps: {
     const n = row.replay_count + 1;
     const h = natsHeaders();
     for (const name of REPLAYED_HEADERS) {
-      const v = header(original, name);
+      const v = originalHeader(original, name);
       if (v !== undefined) h.set(name, v);
     }
     h.set(DeliveryHeader.Replay, String(n));
@@ -142,7 +131,8 @@ export function createDeadLetters(deps: {
     async show(id) {
       const row = await findDeadLetter(orm.em.fork(), id);
       if (!row) throw notFound(`dead letter ${id}`);
-      return { dead_letter: deadLetterOut(row), message: messageOut(opener, row.sealed) };
+      const { message, tag } = opener.open(row);
+      return { dead_letter: deadLetterOut(row), message: messageOut(message), tag };
     },
 
     replay,

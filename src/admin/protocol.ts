@@ -3,6 +3,7 @@
 import type { AttemptRecord } from '../../streams/attempts.ts';
 import { ErrorCode } from '../errors.ts';
 import { iso, type DeadLetterRow, type DeadLetterStatus } from '../deadletter/store.ts';
+import type { TagCheck } from '../deadletter/tag.ts';
 
 export const ADMIN_SUBJECTS = 'admin.>';
 /** Every instance running the admin role joins this queue group, so each request is answered once. */
@@ -166,6 +167,11 @@ export interface OriginalMessageOut {
 export interface DeadLetterShowOut {
   dead_letter: DeadLetterOut;
   message: OriginalMessageOut;
+  /**
+   * Whether the row's authentication tag vouches for this message under this row (a replay needs it):
+   * current, previous (the master key is being rotated), missing (stored before tags), invalid (forged or altered).
+   */
+  tag: TagCheck;
 }
 
 export interface ReplayOut {

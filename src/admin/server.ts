@@ -12,6 +12,7 @@ import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { createDeadLetters } from './dead-letters.ts';
 import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
+import type { DeadLetterTagger } from '../deadletter/tag.ts';
 import { createRejectedEvents } from './rejected-events.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
 import {
@@ -85,6 +86,8 @@ export async function startAdmin(deps: {
   deadLetterSecretKey: string;
   /** During a key-pair rotation: opens the dead letters sealed before it. */
   previousDeadLetterSecretKey?: string | undefined;
+  /** Checks each dead letter's authentication tag (keyed by the master key). */
+  deadLetterTags: DeadLetterTagger;
   shards: number;
   /** Turns a webhook-id back into its EVENTS message (deliveries show). */
   webhookIds: WebhookIdCodec;
@@ -92,7 +95,7 @@ export async function startAdmin(deps: {
   metrics: ServiceMetrics;
 }): Promise<Admin> {
   const { nc, log } = deps;
-  const opener = await createDeadLetterOpener(deps.deadLetterSecretKey, deps.previousDeadLetterSecretKey);
+  const opener = await createDeadLetterOpener(deps.deadLetterTags, deps.deadLetterSecretKey, deps.previousDeadLetterSecretKey);
   const deadLetters = createDeadLetters({ ...deps, opener });
   const deliveries = createDeliveryStates(deps);
   const rejected = createRejectedEvents(deps);

@@ -80,7 +80,7 @@ export const IdempotencyKey = defineEntity({
 });
 export type IdempotencyKey = InferEntity<typeof IdempotencyKey>;
 
-/** A delivery that ran out of retries; the original message is sealed to the dead-letter public key. */
+/** A delivery that ran out of retries; the original message is sealed to the dead-letter public key and tagged. */
 export const DeadLetter = defineEntity({
   name: 'DeadLetter',
   tableName: 'dead_letters',
@@ -95,6 +95,8 @@ export const DeadLetter = defineEntity({
     lastError: p.text().nullable(),
     failedAt: p.datetime(),
     sealed: p.blob(),
+    /** HMAC of the row's identity and message under a key derived from the master key; null before issue 23. */
+    tag: p.blob().nullable(),
     sourceStream: p.text(),
     sourceSeq: p.bigint('number'),
     createdAt: p.datetime(),

@@ -15,6 +15,7 @@ import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
 import { findSourceDeadLetter, storeDeadLetter, type DeadLetterRow } from './store.ts';
 import { startBackstop, type Death } from './backstop.ts';
+import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import type { OpsEvents } from '../ops/events.ts';
 
@@ -22,7 +23,10 @@ import type { OpsEvents } from '../ops/events.ts';
 const RETRY_DELAY_MS = 5_000;
 
 export interface DeadLetterSealer {
+  /** To the dead-letter public key. */
   seal(bytes: Uint8Array): Uint8Array;
+  /** The authentication tag binding the message to its row (tag.ts). */
+  tag(identity: DeadLetterIdentity, bytes: Uint8Array): Uint8Array;
 }
 
 export interface DeadLetterHandler {
@@ -96,12 +100,13 @@ export async function startDeadLetterHandler(deps: {
     const event = original.header.get(DeliveryHeader.Event);
     const tenant = original.header.get(DeliveryHeader.Tenant);
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
-    const sealed = deps.sealer.seal(captureMessage(original.subject, original.header, original.data));
+    const message = captureMessage(original.subject, original.header, original.data);
     const attempts = failure?.attempt ?? death.deliveries;
     const row = await storeDeadLetter(orm.em.fork(), {
       endpointId: endpoint, tenant, webhookId, eventType: event,
       attempts, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
-      failedAt: failure?.at ?? death.at, sealed, sourceStream: death.stream, sourceSeq: death.seq,
+      failedAt: failure?.at ?? death.at, sourceStream: death.stream, sourceSeq: death.seq,
+      sealed: deps.sealer.seal(message), tag: deps.sealer.tag({ endpointId: endpoint, tenant, webhookId, eventType: event }, message),
     });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (row?.inserted) metrics.deadLettersStored.inc();

@@ -1,18 +1,26 @@
-// Dead-letter key-pair rotation: every dead letter that opens only under the previous secret key is sealed
-// again to the current public key, in place. Run by `hookstream keys reseal-dead-letters` while the service
-// keeps running; rows are walked in id order in batches, so memory stays flat however many there are.
+// Dead-letter key rotation: every dead letter that opens only under the previous secret key is sealed again
+// to the current public key, and every one whose authentication tag is under the previous master key, or
+// that has none yet (stored before issue 23), is tagged under the current one, in place. Run by
+// `hookstream keys reseal-dead-letters` while the service keeps running; rows are walked in id order in
+// batches, so memory stays flat however many there are.
+//
+// A row without a tag is tagged only when its sealed message is the delivery its row names (the check a
+// replay makes): the tag then vouches for what the table held when the operator ran the command. A row
+// whose tag does not match is never tagged again: it is reported, and stays unreplayable.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { OpenedDeadLetter } from '../crypto/sodium.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { countDeadLetters, replaceSealed, sealedPage, type DeadLetterId } from './store.ts';
+import { parseOriginalMessage, recordMismatch } from './sealed-message.ts';
+import { countDeadLetters, replaceSealed, rowIdentity, sealedPage, type DeadLetterId, type SealedDeadLetterRow } from './store.ts';
+import type { DeadLetterTagger } from './tag.ts';
 
 export interface DeadLetterResealResult {
-  /** Rows sealed again to the current public key. */
+  /** Rows sealed again to the current public key, or tagged again under the current master key. */
   resealed: number;
-  /** Rows that already opened under the current secret key. */
+  /** Rows that already opened under the current secret key with a tag under the current master key. */
   current: number;
-  /** Rows that open under neither key (left as they are). */
+  /** Rows that open under neither key, or whose tag does not match (left as they are). */
   failed: { id: DeadLetterId; reason: string }[];
 }
 
@@ -22,12 +30,43 @@ export async function resealDeadLetters(deps: {
   keyring: { open(sealed: Uint8Array): OpenedDeadLetter };
   /** Seals to the current public key. */
   seal: (bytes: Uint8Array) => Uint8Array;
+  /** Tags under the current master key; checks under it and the previous one. */
+  tagger: DeadLetterTagger;
+  /** Delivery shards: where a row's endpoint's delivery subject is (the check of an untagged row). */
+  shards: number;
   log: Logger;
   batchSize?: number;
   onProgress?: (done: number, total: number) => void;
 }): Promise<DeadLetterResealResult> {
   const batchSize = deps.batchSize ?? 100;
   const result: DeadLetterResealResult = { resealed: 0, current: 0, failed: [] };
+  const fail = (id: DeadLetterId, reason: string) => {
+    result.failed.push({ id, reason });
+    deps.log.warn('dead letter not resealed', { id, reason });
+  };
+
+  /** Why the row cannot be resealed, or its opened message and whether its tag is written again. */
+  function inspect(row: SealedDeadLetterRow): { problem: string } | { opened: OpenedDeadLetter; retag: boolean } {
+    let opened: OpenedDeadLetter;
+    try {
+      opened = deps.keyring.open(new Uint8Array(row.sealed));
+    } catch (e) {
+      return { problem: describe(e) };
+    }
+    const tag = deps.tagger.check(rowIdentity(row), opened.bytes, row.tag);
+    if (tag === 'invalid') return { problem: 'its authentication tag does not match its row and message (a forged or altered record)' };
+    if (tag === 'missing') {
+      let problem: string | undefined;
+      try {
+        problem = recordMismatch(row, parseOriginalMessage(opened.bytes), deps.shards);
+      } catch (e) {
+        problem = describe(e);
+      }
+      if (problem) return { problem: `untagged and ${problem}; not tagged` };
+    }
+    return { opened, retag: tag !== 'current' };
+  }
+
   const em = deps.orm.em.fork();
   const total = await countDeadLetters(em);
   let done = 0;
@@ -38,19 +77,18 @@ export async function resealDeadLetters(deps: {
     if (rows.length === 0) break;
     await em.transactional(async (tx) => {
       for (const row of rows) {
-        let opened: OpenedDeadLetter;
-        try {
-          opened = deps.keyring.open(new Uint8Array(row.sealed));
-        } catch (e) {
-          result.failed.push({ id: row.id, reason: describe(e) });
-          deps.log.warn('dead letter not resealed', { id: row.id, reason: describe(e) });
-          continue;
-        }
-        if (!opened.previous) { result.current++; continue; }
+        const seen = inspect(row);
+        if ('problem' in seen) { fail(row.id, seen.problem); continue; }
+        const { opened, retag } = seen;
+        if (!opened.previous && !retag) { result.current++; continue; }
         // Only if the row still holds what was opened: the dead-letter role may have replaced it meanwhile
         // (a replay that died again), and then it is sealed to whichever key that role has, checked next run.
-        if (await replaceSealed(tx, row.id, row.sealed, deps.seal(opened.bytes))) result.resealed++;
-        else result.failed.push({ id: row.id, reason: 'changed while being resealed; run the command again' });
+        const next = {
+          sealed: opened.previous ? deps.seal(opened.bytes) : row.sealed,
+          tag: deps.tagger.tag(rowIdentity(row), opened.bytes),
+        };
+        if (await replaceSealed(tx, row.id, row.sealed, next)) result.resealed++;
+        else fail(row.id, 'changed while being resealed; run the command again');
       }
     });
     done += rows.length;

@@ -1,6 +1,8 @@
 // The original delivery message as it is sealed into a dead letter, and opened again for inspection or
-// replay: subject, every header and the exact body bytes.
+// replay: subject, every header and the exact body bytes; and whether it is the delivery its row names.
 import type { MsgHdrs } from '@nats-io/nats-core';
+import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
+import type { DeadLetterRow } from './store.ts';
 
 /** Wire shape inside the sealed box, version 1. */
 export interface OriginalMessage {
@@ -23,4 +25,26 @@ export function parseOriginalMessage(bytes: Uint8Array): OriginalMessage {
     throw new Error('sealed dead letter does not hold a version-1 original message');
   }
   return x as OriginalMessage;
+}
+
+/** The first value of a header, by name in any case. */
+export const originalHeader = (m: OriginalMessage, name: string): string | undefined =>
+  Object.entries(m.headers).find(([k]) => k.toLowerCase() === name)?.[1]?.[0];
+
+/**
+ * How a sealed message differs from the row that holds it (subject, endpoint, tenant, webhook-id, event),
+ * or undefined when it is the row's delivery. `shards` places the endpoint's delivery subject.
+ */
+export function recordMismatch(row: Pick<DeadLetterRow, 'endpoint_id' | 'tenant' | 'webhook_id' | 'event_type'>, m: OriginalMessage, shards: number): string | undefined {
+  if (m.subject !== deliveryAddress(row.endpoint_id, shards).subject) return 'its subject is not the endpoint\'s delivery subject';
+  const expected: [string, string][] = [
+    [DeliveryHeader.Endpoint, row.endpoint_id], [DeliveryHeader.Tenant, row.tenant],
+    [DeliveryHeader.WebhookId, row.webhook_id], [DeliveryHeader.Event, row.event_type],
+  ];
+  for (const [name, value] of expected) if (originalHeader(m, name) !== value) return `its ${name} header is not the record's`;
+  for (const name of [DeliveryHeader.EndpointVersion, DeliveryHeader.EventSeq]) {
+    const v = originalHeader(m, name);
+    if (v !== undefined && !/^[1-9][0-9]{0,15}$/.test(v)) return `its ${name} header is not a sequence`;
+  }
+  return undefined;
 }

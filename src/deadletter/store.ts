@@ -45,6 +45,8 @@ export interface DeadLetterRow {
 export interface SealedDeadLetterRow extends DeadLetterRow {
   /** The original message sealed to the dead-letter public key. */
   sealed: Buffer;
+  /** Its authentication tag (tag.ts); null on a row stored before tags. */
+  tag: Buffer | null;
 }
 
 /** Which dead letters a list or a bulk replay covers; every criterion given must hold. */
@@ -70,6 +72,8 @@ export interface NewDeadLetter {
   lastError: string | null;
   failedAt: string;
   sealed: Uint8Array;
+  /** The authentication tag of the row's identity and the unsealed message (tag.ts). */
+  tag: Uint8Array;
   /** The dead message's place in its work queue: the same advisory again names the same place. */
   sourceStream: string;
   sourceSeq: number;
@@ -84,14 +88,14 @@ const ID = 'id collate "C"';
 
 const UPSERT = `
 insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at,
-                          sealed, source_stream, source_seq, created_at, dead_count, replay_count, status)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), 1, 0, '${DeadLetterStatus.Dead}')
+                          sealed, tag, source_stream, source_seq, created_at, dead_count, replay_count, status)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), 1, 0, '${DeadLetterStatus.Dead}')
 on conflict (endpoint_id, webhook_id) do update set
   -- the same advisory again (same source message) changes nothing; a replay that died again does
   dead_count = dead_letters.dead_count + case when dead_letters.source_stream = excluded.source_stream
                                                and dead_letters.source_seq = excluded.source_seq then 0 else 1 end,
   attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
-  failed_at = excluded.failed_at, sealed = excluded.sealed, source_stream = excluded.source_stream,
+  failed_at = excluded.failed_at, sealed = excluded.sealed, tag = excluded.tag, source_stream = excluded.source_stream,
   source_seq = excluded.source_seq, status = '${DeadLetterStatus.Dead}'
 returning (xmax = 0) as inserted, id, dead_count`;
 
@@ -102,14 +106,14 @@ returning (xmax = 0) as inserted, id, dead_count`;
 export async function storeDeadLetter(sql: Sql, d: NewDeadLetter): Promise<{ inserted: boolean; id: DeadLetterId; dead_count: number } | undefined> {
   const [row] = await sql.execute<{ inserted: boolean; id: DeadLetterId; dead_count: number }[]>(UPSERT, [
     newDeadLetterId(), d.endpointId, d.tenant, d.webhookId, d.eventType, d.attempts, d.lastStatus, d.lastError, d.failedAt,
-    Buffer.from(d.sealed), d.sourceStream, d.sourceSeq,
+    Buffer.from(d.sealed), Buffer.from(d.tag), d.sourceStream, d.sourceSeq,
   ]);
   return row;
 }
 
 /** One dead letter with its sealed message; `forUpdate` locks the row for the rest of the transaction. */
 export async function findDeadLetter(sql: Sql, id: DeadLetterId, opts: { forUpdate?: boolean } = {}): Promise<SealedDeadLetterRow | undefined> {
-  const [row] = await sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed from dead_letters where id = ?${opts.forUpdate ? ' for update' : ''}`, [id]);
+  const [row] = await sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag from dead_letters where id = ?${opts.forUpdate ? ' for update' : ''}`, [id]);
   return row;
 }
 
@@ -172,13 +176,18 @@ export async function markReplayed(sql: Sql, id: DeadLetterId, replayCount: numb
   return row!;
 }
 
-/** Ids and sealed messages in primary-key order after `after`: keyset pages that skip or repeat no row. */
-export async function sealedPage(sql: Sql, after: string, limit: number): Promise<{ id: DeadLetterId; sealed: Buffer }[]> {
-  return sql.execute<{ id: DeadLetterId; sealed: Buffer }[]>('select id, sealed from dead_letters where id > ? order by id limit ?', [after, limit]);
+/** Rows with their sealed messages and tags in primary-key order after `after`: keyset pages that skip or repeat no row. */
+export async function sealedPage(sql: Sql, after: string, limit: number): Promise<SealedDeadLetterRow[]> {
+  return sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag from dead_letters where id > ? order by id limit ?`, [after, limit]);
 }
 
-/** Replace the sealed message only if the row still holds `from`; false when it changed meanwhile. */
-export async function replaceSealed(sql: Sql, id: DeadLetterId, from: Buffer, to: Uint8Array): Promise<boolean> {
-  const updated = await sql.execute<{ id: string }[]>('update dead_letters set sealed = ? where id = ? and sealed = ? returning id', [Buffer.from(to), id, from]);
+/** Replace the sealed message and its tag only if the row still holds `from`; false when it changed meanwhile. */
+export async function replaceSealed(sql: Sql, id: DeadLetterId, from: Buffer, to: { sealed: Uint8Array; tag: Uint8Array }): Promise<boolean> {
+  const updated = await sql.execute<{ id: string }[]>(
+    'update dead_letters set sealed = ?, tag = ? where id = ? and sealed = ? returning id', [Buffer.from(to.sealed), Buffer.from(to.tag), id, from],
+  );
   return updated.length > 0;
 }
+
+/** The identity a row's tag binds (tag.ts). */
+export const rowIdentity = (row: Pick<DeadLetterRow, 'endpoint_id' | 'tenant' | 'webhook_id' | 'event_type'>) => ({ endpointId: row.endpoint_id, tenant: row.tenant, webhookId: row.webhook_id, eventType: row.event_type });

@@ -1,6 +1,7 @@
 // `hookstream dead-letters list|show|replay`: thin clients of the admin subject (admin.dead_letters.*).
 import type { DeadLetterFilterIn, DeadLetterOut, DeadLettersReplayManyOut } from '../../admin/protocol.ts';
 import { DEAD_LETTER_STATUSES, isDeadLetterStatus } from '../../deadletter/store.ts';
+import type { TagCheck } from '../../deadletter/tag.ts';
 import { parseDuration } from '../../domain/duration.ts';
 import { ErrorCode, HookstreamError } from '../../errors.ts';
 import { table, UsageError, type Command, type OptionValues } from '../command.ts';
@@ -91,6 +92,13 @@ export const deadLettersList: Command = {
   },
 };
 
+const TAG_TEXT: Record<TagCheck, string> = {
+  current: 'valid',
+  previous: 'valid (previous master key; keys reseal-dead-letters tags it again)',
+  missing: 'none (stored before tags; check it, then keys reseal-dead-letters tags it)',
+  invalid: 'DOES NOT MATCH: forged or altered record, replay refused',
+};
+
 export const deadLettersShow: Command = {
   name: 'dead-letters show',
   summary: 'Show a dead letter: why it died, and the original message opened',
@@ -110,6 +118,7 @@ export const deadLettersShow: Command = {
       `  failed at:     ${d.failed_at}`,
       `  died:          ${d.dead_count}x`,
       `  replayed:      ${d.replay_count}x${d.last_replayed_at ? `, last at ${d.last_replayed_at}` : ''}`,
+      `  tag:           ${TAG_TEXT[shown.tag]}`,
       '',
       `subject: ${shown.message.subject}`,
       ...Object.entries(shown.message.headers).map(([k, v]) => `${k}: ${v.join(', ')}`),

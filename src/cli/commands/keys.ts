@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../../config.ts';
 import { generateKeyEnvLines, KEYS_FILE, loadKeys, type KeyNeeds, type Keys } from '../../crypto/keys.ts';
 import { createDeadLetterKeyring, deadLetterPublicKeyOf, KeyVariable, PreviousKeyVariable, sealForDeadLetters, SecretSealer } from '../../crypto/sodium.ts';
 import { resealDeadLetters } from '../../deadletter/reseal.ts';
+import { deadLetterTaggerOf } from '../../deadletter/tag.ts';
 import { closeDatabase, openDatabase } from '../../db/orm.ts';
 import { resealEndpointSecrets } from '../../endpoints/reseal.ts';
 import { ConfigError, ErrorCode, HookstreamError } from '../../errors.ts';
@@ -28,14 +29,15 @@ export const keysGenerate: Command = {
  * The keys a reseal needs. Unlike the service, a reseal never generates a development keys file: sealing
  * under a fresh key would move nothing anywhere useful.
  */
-async function rotationKeys(config: Config, log: Logger, need: KeyNeeds, current: KeyVariable): Promise<Keys> {
-  const fromEnv = current === KeyVariable.Master ? config.masterKey : config.deadLetterSecretKey;
-  if (fromEnv === undefined && !config.production) {
+async function rotationKeys(config: Config, log: Logger, need: KeyNeeds, current: readonly KeyVariable[]): Promise<Keys> {
+  const fromEnv = (v: KeyVariable) => (v === KeyVariable.Master ? config.masterKey : config.deadLetterSecretKey);
+  const unset = current.find((v) => fromEnv(v) === undefined);
+  if (unset !== undefined && !config.production) {
     const file = join(resolve(config.dataDir), KEYS_FILE);
     try {
       await access(file);
     } catch {
-      throw new ConfigError(current, `is not set and there is no development keys file (${file}); set the current key`);
+      throw new ConfigError(unset, `is not set and there is no development keys file (${file}); set the current key`);
     }
   }
   return loadKeys(config, log, need);
@@ -72,7 +74,7 @@ export const keysResealSecrets: Command = {
   async run({ out }) {
     const config = loadConfig();
     const log = cliLogger(config);
-    const keys = await rotationKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false }, KeyVariable.Master);
+    const keys = await rotationKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false }, [KeyVariable.Master]);
     if (keys.previousMasterKey === undefined) {
       out.info(`${PreviousKeyVariable.Master} is not set: only values in the old unbound format are moved`);
     }
@@ -86,18 +88,23 @@ export const keysResealSecrets: Command = {
 
 export const keysResealDeadLetters: Command = {
   name: 'keys reseal-dead-letters',
-  summary: 'Seal every dead letter of the previous dead-letter key pair again to the current one',
+  summary: 'Seal and tag every dead letter under the current dead-letter key pair and master key',
   help: [
     `Every dead letter that opens only under ${PreviousKeyVariable.DeadLetterSecret} is sealed again to the`,
     `current public key (derived from ${KeyVariable.DeadLetterSecret}; ${KeyVariable.DeadLetterPublic}, when`,
-    'set, must match it), in place, in batches. Safe while the service runs and safe to repeat: a second',
-    'run reports 0 resealed. Prints counts and dead-letter ids, never their contents; exits 1 when a dead',
-    'letter opens under neither key.',
+    `set, must match it), and every one whose authentication tag is under ${PreviousKeyVariable.Master} is`,
+    `tagged again under ${KeyVariable.Master}, in place, in batches. A dead letter stored before tags existed`,
+    'is tagged when its sealed message is the delivery its row names; one that is not, or whose tag does not',
+    'match, is listed and left as it is (a replay refuses it).',
+    '',
+    'Safe while the service runs and safe to repeat: a second run reports 0 resealed. Prints counts and',
+    'dead-letter ids, never their contents; exits 1 when a dead letter was left as it is.',
     '',
     'Options:',
     '  --batch N          rows per transaction, 1-1000 (default 100)',
     '',
-    `Needs DATABASE_URL, ${KeyVariable.DeadLetterSecret} (the new key) and ${PreviousKeyVariable.DeadLetterSecret} (the old one).`,
+    `Needs DATABASE_URL, ${KeyVariable.DeadLetterSecret} and ${KeyVariable.Master} (the current keys), and`,
+    `during a rotation ${PreviousKeyVariable.DeadLetterSecret} or ${PreviousKeyVariable.Master} (the old ones).`,
   ].join('\n'),
   options: { batch: { type: 'string' } },
   async run({ values, out }) {
@@ -109,10 +116,10 @@ export const keysResealDeadLetters: Command = {
     const log = cliLogger(config);
     // The public key is checked against the secret key only when it is given; otherwise it is derived.
     const keys = await rotationKeys(config, log, {
-      master: false, deadLetterPublic: config.deadLetterPublicKey !== undefined, deadLetterSecret: true,
-    }, KeyVariable.DeadLetterSecret);
-    if (keys.previousDeadLetterSecretKey === undefined) {
-      throw new ConfigError(PreviousKeyVariable.DeadLetterSecret, 'is required: it is the key the dead letters are moved from');
+      master: true, deadLetterPublic: config.deadLetterPublicKey !== undefined, deadLetterSecret: true,
+    }, [KeyVariable.DeadLetterSecret, KeyVariable.Master]);
+    if (keys.previousDeadLetterSecretKey === undefined && keys.previousMasterKey === undefined) {
+      out.info(`neither ${PreviousKeyVariable.DeadLetterSecret} nor ${PreviousKeyVariable.Master} is set: only dead letters without a tag are tagged`);
     }
     const publicKey = keys.deadLetterPublicKey ?? deadLetterPublicKeyOf(keys.deadLetterSecretKey!);
     const keyring = createDeadLetterKeyring(keys.deadLetterSecretKey!, keys.previousDeadLetterSecretKey);
@@ -120,6 +127,7 @@ export const keysResealDeadLetters: Command = {
     try {
       const result = await resealDeadLetters({
         orm, keyring, seal: (bytes) => sealForDeadLetters(publicKey, bytes), log,
+        tagger: deadLetterTaggerOf(keys.masterKey!, keys.previousMasterKey), shards: config.deliveryShards,
         batchSize: batchRaw === undefined ? undefined : Number(batchRaw),
         onProgress: (done, total) => out.progress(done, total, 'dead letters'),
       });
