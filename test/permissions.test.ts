@@ -1,7 +1,9 @@
-// nats.conf enforced by a real nats-server: hookstream runs every role as the `service` user (account
-// HOOKSTREAM), a producer as `publisher` (account PRODUCERS) gets its events delivered but reaches neither
-// admin.> nor the delivery streams (nor the service's inbox), and the `operator` (account OPERATORS) lists
-// and replays dead letters over admin.>. The attacks through reply subjects are in security-accounts.test.ts.
+// nats.conf enforced by a real nats-server: hookstream runs its worker roles as the `service` user and the
+// admin role alone as the narrower `admin` user (account HOOKSTREAM), a producer as `publisher` (account
+// PRODUCERS) gets its events delivered but reaches neither admin.> nor the delivery streams (nor the
+// service's inbox), the `operator` (account OPERATORS) lists and replays dead letters over admin.>, and the
+// `admin` user can do what the admin role does and nothing more. The attacks through reply subjects are in
+// security-accounts.test.ts.
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -22,11 +24,12 @@ import { createEndpoints } from '../src/endpoints/index.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-let PASSWORDS: { publisher: string; service: string; operator: string };
+let PASSWORDS: { publisher: string; service: string; operator: string; admin: string };
 
 let nats: NatsServer;
 let db: TestDatabase;
 let service: RunningService;
+let adminService: RunningService;
 let publisher: NatsConnection;
 let operatorNc: NatsConnection;
 let admin: AdminClient;
@@ -51,18 +54,22 @@ test.before(async () => {
   await initSodium();
   // nats-server reads the passwords nats.conf names from its environment.
   const all = useNatsConfPasswords();
-  PASSWORDS = { publisher: all.user('publisher'), service: all.user('service'), operator: all.user('operator') };
+  PASSWORDS = { publisher: all.user('publisher'), service: all.user('service'), operator: all.user('operator'), admin: all.user('admin') };
   nats = await startNatsServer({ config: NATS_CONF });
   db = await createTestDatabase('permissions');
   const keys = generateKeys();
   masterKey = keys.masterKey;
-  const config = loadConfig({
-    NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.service, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0',
+  const env = {
+    NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
-  });
+  };
+  const config = loadConfig({ ...env, NATS_USER: 'service', NATS_PASSWORD: PASSWORDS.service, HOOKSTREAM_ROLES: 'api,router,delivery,deadletter,projector' });
   service = await startService(config, createLogger({ level: config.logLevel }));
+  // The admin role apart, as README "Running the roles apart" runs it: every admin request goes through it.
+  const adminConfig = loadConfig({ ...env, NATS_USER: 'admin', NATS_PASSWORD: PASSWORDS.admin, HOOKSTREAM_ROLES: 'admin' });
+  adminService = await startService(adminConfig, createLogger({ level: adminConfig.logLevel }));
   publisher = await connect({ servers: nats.url, user: 'publisher', pass: PASSWORDS.publisher });
   ({ nc: operatorNc, admin } = await operatorClient(nats.url, { user: 'operator', password: PASSWORDS.operator, timeoutMs: 20_000 }));
   r = await startReceiver(() => (healthy ? 200 : 500));
@@ -71,6 +78,7 @@ test.before(async () => {
 test.after.always(async () => {
   await publisher?.close();
   await operatorNc?.close();
+  await adminService?.stop();
   await service?.stop();
   await r?.close();
   await nats?.dispose();
@@ -79,7 +87,7 @@ test.after.always(async () => {
 
 const store = () => createEndpoints({ js: service.js, jsm: service.jsm, masterKey, allowPrivateTargets: true }).store;
 
-test.serial('the service runs as `service`; a publisher\'s event is delivered, its dead letter replayed by the operator', async (t) => {
+test.serial('the workers run as `service`, the admin role as `admin`; a publisher\'s event is delivered, its dead letter shown and replayed by the operator', async (t) => {
   const tenant = 'tenant_perm' as TenantId;
   const { endpoint } = await store().create(tenant, { url: r.url, events: ['user.*'] });
   const ack = await jetstream(publisher).publish(`events.${tenant}.user.created`, JSON.stringify({ userId: 'user_p' }));
@@ -93,12 +101,57 @@ test.serial('the service runs as `service`; a publisher\'s event is delivered, i
     const page = await admin.listDeadLetters({ endpoint: endpoint.id });
     return page.data.length ? page.data : undefined;
   }, 30_000, 'dead letter via the operator');
+  t.is((await admin.showDeadLetter({ id: letter!.id })).tag, 'current');
+  t.is((await admin.showDelivery({ webhook_id: letter!.webhook_id, endpoint: endpoint.id })).state, 'dead');
+  t.like(await admin.retryNow({ endpoint: endpoint.id }), { endpoint_id: endpoint.id });
   healthy = true;
   const before = r.received.length;
   const replay = await admin.replayDeadLetter({ id: letter!.id });
   t.is(replay.dead_letter.status, 'replayed');
   const all = await r.waitFor(before + 1);
   t.is(all[before]!.headers['webhook-id'], letter!.webhook_id);
+});
+
+test.serial('the admin user cannot change or remove a stream, a consumer or a message, write anything but a replay, or read deliveries as they flow', async (t) => {
+  // Issue 23, from the attacker's side: someone holding the admin role's NATS credential.
+  // On the service's inbox prefix, which the admin user may read: what is refused is the request itself.
+  const nc = await connect({ servers: nats.url, user: 'admin', pass: PASSWORDS.admin, inboxPrefix: '_INBOX_hookstream' });
+  t.teardown(() => nc.close());
+  const counts = async () => Object.fromEntries(await Promise.all(['EVENTS', 'ENDPOINTS', 'REJECTED', 'DELIVERIES_0', 'DELIVERIES_1', 'ATTEMPTS'].map(
+    async (name) => [name, (await service.jsm.streams.info(name)).state.last_seq] as const)));
+  const before = await counts();
+  const routerBefore = await service.jsm.consumers.info('EVENTS', 'router');
+  const api: [string, string][] = [
+    ['$JS.API.STREAM.PURGE.REJECTED', '{}'],
+    ['$JS.API.STREAM.PURGE.ENDPOINTS', '{}'],
+    ['$JS.API.STREAM.DELETE.EVENTS', ''],
+    ['$JS.API.STREAM.MSG.DELETE.ENDPOINTS', '{"seq":1}'],
+    ['$JS.API.STREAM.UPDATE.EVENTS', '{"name":"EVENTS","subjects":["events.>"],"max_age":1000000000}'],
+    ['$JS.API.STREAM.CREATE.STOLEN', '{"name":"STOLEN","subjects":["stolen.>"]}'],
+    ['$JS.API.CONSUMER.DELETE.EVENTS.router', ''],
+    ['$JS.API.CONSUMER.DURABLE.CREATE.DELIVERIES_0.spy', '{"stream_name":"DELIVERIES_0","config":{"durable_name":"spy","ack_policy":"explicit"}}'],
+    ['$JS.API.CONSUMER.MSG.NEXT.EVENTS.router', '{"batch":1}'],
+    ['$JS.ACK.EVENTS.router.1.1.1.0.0', ''],
+  ];
+  for (const [subject, body] of api) t.is((await refused(nc.request(subject, body, { timeout: 5000 })))?.operation, 'publish', subject);
+  const writes = [
+    'events.tenant_perm.user.deleted', 'endpoints.webhook_forged', 'attempts.webhook_x.msg_x', 'rejected.tenant_perm',
+    'ops.tenant_perm.endpoint.disabled', 'endpoint_health.webhook_x', 'rate_limit.1.webhook_x', 'routed.1', 'admin.dead_letters.list',
+  ];
+  for (const subject of writes) t.is((await refused(nc.request(subject, '{}', { timeout: 5000 })))?.operation, 'publish', subject);
+  for (const subject of ['deliveries.>', 'attempts.>', 'events.>', 'ops.>', '_INBOX.>', '$JS.EVENT.>', '>']) {
+    const sub = nc.subscribe(subject);
+    t.is(violation(await sub.closed)?.operation, 'subscription', subject);
+  }
+  t.deepEqual(await counts(), before, 'no stream changed');
+  const routerAfter = await service.jsm.consumers.info('EVENTS', 'router');
+  t.is(routerAfter.ack_floor.stream_seq, routerBefore.ack_floor.stream_seq, 'the router\'s consumer is intact');
+  // What the admin role needs still works on this connection.
+  const jsm = await jetstreamManager(nc);
+  t.is((await jsm.streams.info('REJECTED')).config.name, 'REJECTED');
+  // And the admin process is ready, its metrics (backlogs: consumer listings) served.
+  t.is((await fetch(`${adminService.opsUrl}/readyz`)).status, 200);
+  t.regex(await (await fetch(`${adminService.opsUrl}/metrics`)).text(), /hookstream_endpoint_backlog_pending/);
 });
 
 test.serial('`hookstream events publish` works with the publisher credential, as the README tells producers', async (t) => {
