@@ -10,6 +10,7 @@ import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../strea
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import type { Logger } from '../log.ts';
+import { createSampledWarnings } from '../sampled-log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
@@ -21,6 +22,7 @@ import type { OpsEvents } from '../ops/events.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
 const RETRY_DELAY_MS = 5_000;
+const DEATH_WARNING_INTERVAL_MS = 5 * 60_000;
 
 export interface DeadLetterSealer {
   /** To the dead-letter public key. */
@@ -48,6 +50,9 @@ export async function startDeadLetterHandler(deps: {
   backstop?: { intervalMs: number; shards: number; maxDeliver: number };
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
+  // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
+  // counted and announced on OPS anyway).
+  const deaths = createSampledWarnings(log, { intervalMs: DEATH_WARNING_INTERVAL_MS });
 
   async function lastAttempt(endpoint: string, webhookId: string): Promise<AttemptRecord | undefined> {
     const m = await jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: attemptSubject(endpoint, webhookId) });
@@ -113,7 +118,7 @@ export async function startDeadLetterHandler(deps: {
     // The record first, then the removal, then the notice (issue 17): a notice never announces a dead
     // letter that is not there, and an unavailable OPS stream does not keep a dead message in its queue.
     await remove(death.stream, death.seq);
-    log.warn('delivery is dead; dead letter stored', {
+    deaths.warn(endpoint, 'delivery is dead; dead letter stored', {
       endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null,
       ...(death.by === 'backstop' ? { found_by: 'backstop' } : {}),
     });

@@ -10,6 +10,7 @@ import { signingKeyFor, type SigningKey } from '../domain/signature.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { createSampledWarnings } from '../sampled-log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
@@ -67,6 +68,8 @@ export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m
   return Number.isSafeInteger(routed) && routed > 0 && routed < state.activeSince;
 }
 
+const FAILURE_WARNING_INTERVAL_MS = 5 * 60_000;
+
 type Prepared =
   | { fate: 'hold' }
   | { fate: 'ack' }
@@ -97,6 +100,8 @@ export function createAttempts(deps: {
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
+  // A failing endpoint's first failed attempt is a warning, then one every 5 minutes; the rest at debug.
+  const failures = createSampledWarnings(log, { intervalMs: FAILURE_WARNING_INTERVAL_MS });
 
   // Opening a sealed secret costs a libsodium call: each endpoint keeps the keys of its live secrets, and
   // only those (a rotation's old key goes with its grace period). Per endpoint: a value copied to another
@@ -191,6 +196,8 @@ export function createAttempts(deps: {
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
 
     if (outcome.ok) {
+      const failed = failures.clear(endpointId);
+      if (failed !== undefined) log.info('endpoint accepts deliveries again', { endpoint: endpointId, tenant: state.tenant, failed_attempts: failed });
       deps.recentAcks.add(m);
       if (!deps.stored.ack(m, endpointId)) ackSoon(m);
       metrics.acknowledged.inc({ event });
@@ -209,7 +216,7 @@ export function createAttempts(deps: {
     // The plan is on the monotonic clock (as retry-now's due times); records go by the wall clock.
     const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
     if (plan) deps.retries.remember(endpointId, m.seq, m.reply, plan.at);
-    log.info('delivery attempt failed', {
+    failures.warn(endpointId, 'delivery attempt failed', {
       endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
       status: outcome.status, reason: outcome.error, final: last,
     });
