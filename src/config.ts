@@ -14,6 +14,9 @@ export interface Config {
   natsUser: string | undefined;
   natsPassword: string | undefined;
   databaseUrl: string;
+  /** Whether NATS_URL / DATABASE_URL were set; when not, `serve` may run local servers (src/local/). */
+  natsUrlSet: boolean;
+  databaseUrlSet: boolean;
   host: string;
   port: number;
   /** Listener of /healthz, /readyz and /metrics, in every process; never the API's. */
@@ -66,7 +69,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'PORT', default: '8080', meaning: 'API listen port' },
   { name: 'OPS_HOST', default: '127.0.0.1', meaning: 'listen address of /healthz, /readyz and /metrics (every process)' },
   { name: 'OPS_PORT', default: '9090', meaning: 'listen port of /healthz, /readyz and /metrics; 0 picks a free port' },
-  { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys are generated' },
+  { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys, and the data of the local Postgres and nats-server `npm start` runs when none answers, are kept' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
@@ -180,6 +183,8 @@ export function loadConfig(env: Env = process.env): Config {
     natsUser: env['NATS_USER'] || undefined,
     natsPassword: env['NATS_PASSWORD'] || undefined,
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/hookstream', ['postgres:', 'postgresql:']),
+    natsUrlSet: str(env, 'NATS_URL', '') !== '',
+    databaseUrlSet: str(env, 'DATABASE_URL', '') !== '',
     host,
     port,
     opsHost,

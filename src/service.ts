@@ -49,7 +49,7 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin');
+export const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin');
 
 export async function startService(config: Config, log: Logger): Promise<RunningService> {
   const roles = new Set(config.roles);

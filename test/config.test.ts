@@ -10,6 +10,8 @@ test('defaults without any variable', (t) => {
     natsUser: undefined,
     natsPassword: undefined,
     databaseUrl: 'postgres://postgres@127.0.0.1:5432/hookstream',
+    natsUrlSet: false,
+    databaseUrlSet: false,
     host: '127.0.0.1',
     port: 8080,
     opsHost: '127.0.0.1',
@@ -47,7 +49,8 @@ test('the documented defaults (VARIABLES) are the defaults loadConfig applies', 
   const env: Record<string, string> = {};
   for (const v of VARIABLES) if (v.default !== '' && !v.default.startsWith('(')) env[v.name] = v.default;
   t.true(Object.keys(env).length >= 12);
-  t.deepEqual(loadConfig(env), loadConfig({}));
+  // Except that a URL given, even the default one, is used as given: `serve` starts no local server for it.
+  t.deepEqual(loadConfig(env), { ...loadConfig({}), natsUrlSet: true, databaseUrlSet: true });
 });
 
 test('values are read and parsed', (t) => {

@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../config.ts';
 import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
+import { useLocalServers } from '../local/index.ts';
 import { ensureStreams, startupError } from '../../streams/index.ts';
 import { userInfo } from 'node:os';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
@@ -30,7 +31,7 @@ export function cliLogger(config: Config): Logger {
  * `publisher` credential of nats.conf may only publish events and read its own acks).
  */
 export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Promise<T>): Promise<T> {
-  const config = loadConfig();
+  const config = await useLocalServers(loadConfig(), 'publisher');
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli', inboxPrefix: '_INBOX' });
   try {
     return await fn({ js: jetstream(nc) });
@@ -41,7 +42,7 @@ export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Prom
 
 /** Run `fn` with a Postgres connection (migrated), closing it afterwards. */
 export async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-  const config = loadConfig();
+  const config = await useLocalServers(loadConfig(), 'service');
   // One connection is all a CLI command needs.
   const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 1 });
   try {
@@ -53,7 +54,7 @@ export async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Pr
 
 /** Run `fn` with a NATS connection (streams ensured), closing it afterwards whatever happens. */
 export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise<T> {
-  const config = loadConfig();
+  const config = await useLocalServers(loadConfig(), 'service');
   const log = cliLogger(config);
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' });
   try {
@@ -85,7 +86,7 @@ export function cliOperator(): string {
 
 /** Run `fn` with an admin client as the operator NATS_URL, NATS_USER and NATS_PASSWORD name, audited as cliOperator(). */
 export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
-  const config = loadConfig();
+  const config = await useLocalServers(loadConfig(), 'operator');
   const operator = cliOperator();
   return withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator }, fn);
 }

@@ -4,6 +4,7 @@
 import { access } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../../config.ts';
+import { useLocalServers } from '../../local/index.ts';
 import { generateKeyEnvLines, KEYS_FILE, loadKeys, type KeyNeeds, type Keys } from '../../crypto/keys.ts';
 import { createDeadLetterKeyring, deadLetterPublicKeyOf, KeyVariable, PreviousKeyVariable, sealForDeadLetters, SecretSealer } from '../../crypto/sodium.ts';
 import { resealDeadLetters } from '../../deadletter/reseal.ts';
@@ -112,7 +113,7 @@ export const keysResealDeadLetters: Command = {
     if (batchRaw !== undefined && (typeof batchRaw !== 'string' || !/^\d+$/.test(batchRaw) || Number(batchRaw) < 1 || Number(batchRaw) > 1000)) {
       throw new UsageError('--batch must be a whole number from 1 to 1000');
     }
-    const config = loadConfig();
+    const config = await useLocalServers(loadConfig(), 'service');
     const log = cliLogger(config);
     // The public key is checked against the secret key only when it is given; otherwise it is derived.
     const keys = await rotationKeys(config, log, {

@@ -1,19 +1,17 @@
 // `hookstream projections rebuild`: drop the endpoint projection and replay the ENDPOINTS stream into it;
 // `hookstream projections status`: how far it is, and the events it skipped (issue 23).
 // Work on the store directly (NATS and Postgres, as the service user); live projectors wait and go on.
-import { loadConfig } from '../../config.ts';
 import { closeDatabase, openDatabase, type Database } from '../../db/orm.ts';
 import { ENDPOINTS_PROJECTION, rebuildEndpointProjection } from '../../../projections/endpoints.ts';
 import { readCheckpoint, readSkipped } from '../../../projections/checkpoint.ts';
 import { ENDPOINTS_STREAM } from '../../../streams/endpoints.ts';
 import type { Command } from '../command.ts';
-import { cliLogger, withNats, type NatsContext } from '../context.ts';
+import { withNats, type NatsContext } from '../context.ts';
 
 /** Run `fn` with the stream and the database, as the service user; both closed afterwards. */
 function withStore<T>(fn: (ctx: NatsContext & { orm: Database }) => Promise<T>): Promise<T> {
-  const config = loadConfig();
   return withNats(async (ctx) => {
-    const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 2 });
+    const orm = await openDatabase(ctx.config.databaseUrl, ctx.log, { poolSize: 2 });
     try {
       return await fn({ ...ctx, orm });
     } finally {

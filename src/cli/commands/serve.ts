@@ -1,6 +1,7 @@
 import { loadConfig, ROLES } from '../../config.ts';
 import { ConfigError, ErrorCode, HookstreamError, describe, isHookstreamError } from '../../errors.ts';
 import { createLogger } from '../../log.ts';
+import { startLocalServers } from '../../local/index.ts';
 import type { Command } from '../command.ts';
 
 export const serve: Command = {
@@ -16,15 +17,18 @@ export const serve: Command = {
   async run({ values }) {
     const env = { ...process.env };
     if (typeof values['roles'] === 'string') env['HOOKSTREAM_ROLES'] = values['roles'];
-    const config = loadConfig(env);
-    if (config.roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', 'no role to run');
-    const log = createLogger({ level: config.logLevel });
+    const given = loadConfig(env);
+    if (given.roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', 'no role to run');
+    const log = createLogger({ level: given.logLevel });
     // Loaded here so that other commands do not pay for the whole service at start-up.
-    const { startService } = await import('../../service.ts');
+    const { startService, needsDatabase } = await import('../../service.ts');
     let service;
+    let local;
     try {
-      service = await startService(config, log);
+      local = await startLocalServers(given, log, { database: needsDatabase(given.roles) });
+      service = await startService(local.config, log);
     } catch (e) {
+      await local?.stop();
       // Start-up failures are one line (main prints named errors without a stack), whatever threw them.
       throw isHookstreamError(e) ? e : new HookstreamError(ErrorCode.Internal, `start-up failed: ${describe(e)}`, { cause: e });
     }
@@ -37,6 +41,7 @@ export const serve: Command = {
       process.once('SIGINT', () => shutdown('SIGINT'));
     });
     await service.stop();
+    await local.stop();
     log.info('stopped');
   },
 };
