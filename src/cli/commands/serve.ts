@@ -24,6 +24,10 @@ export const serve: Command = {
     const { startService, needsDatabase } = await import('../../service.ts');
     let service;
     let local;
+    // Until the service runs, a signal ends start-up at once, as it would without handlers; the exit signals
+    // the local servers started so far (src/local/child.ts), which shut down cleanly.
+    const abort = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143);
+    process.once('SIGINT', abort).once('SIGTERM', abort);
     try {
       local = await startLocalServers(given, log, { database: needsDatabase(given.roles) });
       service = await startService(local.config, log);
@@ -31,6 +35,8 @@ export const serve: Command = {
       await local?.stop();
       // Start-up failures are one line (main prints named errors without a stack), whatever threw them.
       throw isHookstreamError(e) ? e : new HookstreamError(ErrorCode.Internal, `start-up failed: ${describe(e)}`, { cause: e });
+    } finally {
+      process.removeListener('SIGINT', abort).removeListener('SIGTERM', abort);
     }
     await new Promise<void>((resolve) => {
       const shutdown = (signal: string) => {
