@@ -27,6 +27,7 @@ const BATCH_SIZE = 200;
 const MAX_QUEUED = 2000;
 
 export interface StreamMessage {
+  subject: string;
   seq: number;
   data: Uint8Array;
 }
@@ -211,7 +212,7 @@ export async function startProjector<M>(model: ReadModel<M>, deps: ProjectorDeps
         for await (const m of current) {
           if (stopped) break;
           if (m.seq <= queuedUpTo) continue;
-          queue.push({ seq: m.seq, data: m.data });
+          queue.push({ subject: m.subject, seq: m.seq, data: m.data });
           queuedUpTo = m.seq;
           kick();
           if (queue.length >= MAX_QUEUED) await new Promise<void>((r) => { queueHasRoom = r; });
@@ -281,7 +282,7 @@ export async function rebuildProjection<M>(
       const messages = await consumer.consume({ max_messages: 512 });
       try {
         for await (const m of messages) {
-          const d = model.decode({ seq: m.seq, data: m.data });
+          const d = model.decode({ subject: m.subject, seq: m.seq, data: m.data });
           const reason = d.ok ? fold.apply(m.seq, d.message) : d.reason;
           if (reason === undefined) applied++;
           else skips.push({ seq: m.seq, reason });

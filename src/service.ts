@@ -115,7 +115,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     if (roles.has('router') || roles.has('delivery')) {
-      const d = await startEndpointDirectory({ js, jsm, log: log.child({ role: 'directory' }), lag: metrics.directoryLag });
+      const d = await startEndpointDirectory({ js, jsm, log: log.child({ role: 'directory' }), lag: metrics.directoryLag, skipped: metrics.directorySkipped });
       directory = d;
       stops.push(() => d.stop());
     }

@@ -165,7 +165,8 @@ export type DecodedEndpointMessage = { ok: true; event: EndpointEvent } | { ok: 
 const utf8 = new TextDecoder();
 
 /**
- * The one decoder of ENDPOINTS messages, used by every reader of the stream. A message that is not JSON,
+ * The one decoder of ENDPOINTS messages, used by every reader of the stream through src/endpoints/fold.ts
+ * (which names the endpoint of the message's subject). A message that is not JSON,
  * not a version-1 event of a known type, or (when the reader read one endpoint's subject and names it)
  * another endpoint's event is skipped with this reason, never thrown: one bad message must not stop a
  * reader or fail every command on an endpoint. Readers log each skip once, with its sequence; an event

@@ -9,10 +9,11 @@
 // longer holds folds the stream again from what is left (issue 8, point 6).
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type ConsumerMessages, type StreamState } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
-import { applyEndpointEvent, decodeEndpointMessage, EndpointStatus, type DecodedEndpointMessage, type EndpointState } from '../domain/endpoint.ts';
+import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
-import type { Gauge } from '../metrics.ts';
+import type { Counter, Gauge } from '../metrics.ts';
+import { foldEndpointMessage, type EndpointMessage } from './fold.ts';
 import { describe } from '../errors.ts';
 
 export type EndpointChange = (next: EndpointState, previous: EndpointState | undefined) => void;
@@ -86,6 +87,8 @@ export async function startEndpointDirectory(deps: {
   options?: DirectoryOptions;
   /** `hookstream_directory_lag_seconds`, set at every sync. */
   lag?: Gauge;
+  /** `hookstream_directory_events_skipped_total`: events the fold skips. */
+  skipped?: Counter;
 }): Promise<EndpointDirectory> {
   const stallMs = deps.options?.stallMs ?? 10_000;
   const healMs = deps.options?.healMs ?? 10_000;
@@ -120,19 +123,18 @@ export async function startEndpointDirectory(deps: {
     else tenantMap.delete(state.id);
   };
 
-  const apply = (fold: Fold, seq: number, decoded: DecodedEndpointMessage) => {
-    if (!decoded.ok) {
-      deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, reason: decoded.reason });
+  const apply = (fold: Fold, m: EndpointMessage) => {
+    const step = foldEndpointMessage(m, (id) => fold.byId.get(id));
+    if (!step.ok) {
+      // Every fold skips it; the one in use says so (a rebuilding fold met it before).
+      if (fold === current || current === undefined) {
+        deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: step.endpoint, reason: step.reason });
+        deps.skipped?.inc();
+      }
       return;
     }
-    const previous = fold.byId.get(decoded.event.id);
-    let next: EndpointState;
-    try {
-      next = applyEndpointEvent(previous, decoded.event, seq);
-    } catch (e) {
-      deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq, endpoint: decoded.event.id, reason: describe(e) });
-      return;
-    }
+    const previous = fold.byId.get(step.state.id);
+    const next = step.state;
     index(fold, next);
     // Only the fold in use tells listeners; a rebuilding fold reports its differences when swapped in.
     if (fold === current) notify(next, previous);
@@ -153,7 +155,7 @@ export async function startEndpointDirectory(deps: {
         for await (const m of messages) {
           // At or below a sequence already skipped as no longer stored: removed since, so not applied.
           if (m.seq <= fold.applied) continue;
-          apply(fold, m.seq, decodeEndpointMessage(m.data));
+          apply(fold, m);
           fold.applied = m.seq;
           fold.count++;
           fold.pending = m.info.pending;

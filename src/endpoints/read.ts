@@ -2,10 +2,10 @@
 // so a command never decides on a stale projection.
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type MsgRequest, type NextMsgRequest } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
-import { applyEndpointEvent, decodeEndpointMessage, type EndpointState } from '../domain/endpoint.ts';
+import type { EndpointState } from '../domain/endpoint.ts';
 import { isEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
-import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { decodeEndpointEvent, foldEndpointMessage } from './fold.ts';
 
 export interface ReadOptions {
   /**
@@ -34,7 +34,7 @@ export async function readEndpoint(
     // same single request and finds nothing; the costly fold below runs for the owner only.
     const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, firstOf(subject));
     if (!first) return undefined;
-    const created = decodeEndpointMessage(first.data, id);
+    const created = decodeEndpointEvent(first);
     if (!created.ok || created.event.type !== 'endpoint.created' || created.event.tenant !== opts.tenant) return undefined;
   }
   const last = await jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject });
@@ -44,19 +44,11 @@ export async function readEndpoint(
   const messages = await consumer.consume({ max_messages: 64 });
   try {
     for await (const m of messages) {
-      // One bad message must not make every command on the endpoint fail: skip it, as the directory does.
-      const decoded = decodeEndpointMessage(m.data, id);
-      let skipped: string | undefined;
-      if (!decoded.ok) skipped = decoded.reason;
+      // One bad message must not make every command on the endpoint fail: skip it, as every reader does.
+      const step = foldEndpointMessage(m, () => state);
+      if (step.ok) state = step.state;
       else {
-        try {
-          state = applyEndpointEvent(state, decoded.event, m.seq);
-        } catch (e) {
-          skipped = describe(e);
-        }
-      }
-      if (skipped !== undefined) {
-        opts.log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: id, reason: skipped });
+        opts.log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: id, reason: step.reason });
         // The next command's expected last subject sequence is this message's, or it would conflict for ever.
         if (state) state = { ...state, version: m.seq };
       }

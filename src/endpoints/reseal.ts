@@ -3,12 +3,13 @@
 // the same secrets sealed again. Run by `hookstream keys reseal-secrets` while the service keeps running;
 // appends race commands through the expected last subject sequence, like every command (src/endpoints/store.ts).
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import { ENDPOINTS_STREAM, endpointOfSubject, endpointSubject } from '../../streams/endpoints.ts';
+import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
-import { applyEndpointEvent, decodeEndpointMessage, liveSecrets, type EndpointEvent, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
+import { liveSecrets, type EndpointEvent, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { foldEndpointMessage } from './fold.ts';
 import { readEndpoint } from './read.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
@@ -38,17 +39,10 @@ export async function foldAllEndpoints(js: JetStreamClient, jsm: JetStreamManage
   const messages = await consumer.consume({ max_messages: 256 });
   try {
     for await (const m of messages) {
-      // The subject is checked too: a stray message on another endpoint's subject is not that endpoint's.
-      const decoded = decodeEndpointMessage(m.data, endpointOfSubject(m.subject));
-      if (!decoded.ok) log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, reason: decoded.reason });
-      else {
-        const { event } = decoded;
-        try {
-          states.set(event.id, applyEndpointEvent(states.get(event.id), event, m.seq));
-        } catch (e) {
-          log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: event.id, reason: describe(e) });
-        }
-      }
+      // The fold every reader uses: a stray message on another endpoint's subject is not that endpoint's.
+      const step = foldEndpointMessage(m, (id) => states.get(id));
+      if (step.ok) states.set(step.state.id, step.state);
+      else log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: step.endpoint, reason: step.reason });
       // `pending` counts what is still stored after this message, so a removed last message cannot keep us waiting.
       if (m.info.pending === 0 || m.seq >= info.state.last_seq) break;
     }
