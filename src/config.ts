@@ -6,7 +6,7 @@ import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
 import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
 import { DELIVERY_MAX_BODY, MAX_QUEUED_PER_ENDPOINT } from '../streams/deliveries.ts';
 
-export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'] as const;
+export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface Config {
@@ -23,6 +23,12 @@ export interface Config {
   opsHost: string;
   /** 0 picks a free port. */
   opsPort: number;
+  /** The operator console's listener (console role); never the API's. */
+  consoleHost: string;
+  consolePort: number;
+  /** The console's NATS user: the operator user of nats.conf (it asks the admin subjects). */
+  consoleNatsUser: string | undefined;
+  consoleNatsPassword: string | undefined;
   dataDir: string;
   production: boolean;
   roles: Role[];
@@ -70,6 +76,10 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'PORT', default: '8080', meaning: 'API listen port' },
   { name: 'OPS_HOST', default: '127.0.0.1', meaning: 'listen address of /healthz, /readyz and /metrics (every process)' },
   { name: 'OPS_PORT', default: '9090', meaning: 'listen port of /healthz, /readyz and /metrics; 0 picks a free port' },
+  { name: 'CONSOLE_HOST', default: '127.0.0.1', meaning: 'listen address of the operator console (console role)' },
+  { name: 'CONSOLE_PORT', default: '8090', meaning: 'listen port of the operator console; 0 picks a free port' },
+  { name: 'CONSOLE_NATS_USER', default: '', meaning: 'NATS user of the console (the operator user of nats.conf)' },
+  { name: 'CONSOLE_NATS_PASSWORD', default: '', meaning: 'its NATS password' },
   { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys, and the data of the local Postgres and nats-server `npm start` runs when none answers, are kept' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
@@ -177,6 +187,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (roles.includes('api') && port !== 0 && opsPort === port && sameInterface(host, opsHost)) {
     throw new ConfigError('OPS_PORT', `${opsPort} is also the API's PORT on ${host}; the ops listener needs a port of its own`);
   }
+  const consoleHost = str(env, 'CONSOLE_HOST', '127.0.0.1');
+  const consolePort = int(env, 'CONSOLE_PORT', 8090, 0, 65535);
+  if (roles.includes('console') && consolePort !== 0) {
+    if (roles.includes('api') && consolePort === port && sameInterface(host, consoleHost)) {
+      throw new ConfigError('CONSOLE_PORT', `${consolePort} is also the API's PORT on ${host}; the console needs a port of its own`);
+    }
+    if (consolePort === opsPort && sameInterface(opsHost, consoleHost)) throw new ConfigError('CONSOLE_PORT', `${consolePort} is also OPS_PORT on ${opsHost}`);
+  }
   const level = str(env, 'HOOKSTREAM_LOG_LEVEL', 'info');
   if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new ConfigError('HOOKSTREAM_LOG_LEVEL', `expected debug, info, warn or error, got ${JSON.stringify(level)}`);
   return {
@@ -190,6 +208,10 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     opsHost,
     opsPort,
+    consoleHost,
+    consolePort,
+    consoleNatsUser: env['CONSOLE_NATS_USER'] || undefined,
+    consoleNatsPassword: env['CONSOLE_NATS_PASSWORD'] || undefined,
     dataDir: str(env, 'HOOKSTREAM_DATA_DIR', '.hookstream'),
     production: env['NODE_ENV'] === 'production',
     roles: [...new Set(roles)] as Role[],

@@ -31,6 +31,7 @@ import { createApi } from './api/app.ts';
 import { createOpsEvents } from './ops/events.ts';
 import { startEndpointHealth } from './delivery/endpoint-health.ts';
 import { startApiServer, type ApiServer } from './api/server.ts';
+import { startConsole, type ConsoleServer } from './console/server.ts';
 
 export interface RunningService {
   readonly nc: NatsConnection;
@@ -46,10 +47,12 @@ export interface RunningService {
   readonly opsUrl: string;
   /** The management API's server when the api role runs. */
   readonly api: ApiServer | undefined;
+  /** The operator console's server when the console role runs. */
+  readonly console: ConsoleServer | undefined;
   stop(): Promise<void>;
 }
 
-export const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin');
+export const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin' || r === 'console');
 
 export async function startService(config: Config, log: Logger): Promise<RunningService> {
   const roles = new Set(config.roles);
@@ -204,9 +207,21 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => admin.stop());
     }
 
+    // A client of the admin subjects like the CLI, on a connection of its own; stops before the admin role.
+    let consoleServer: ConsoleServer | undefined;
+    if (roles.has('console') && orm) {
+      const c = await startConsole({
+        orm, natsUrl: config.natsUrl, natsUser: config.consoleNatsUser ?? config.natsUser,
+        natsPassword: config.consoleNatsUser ? config.consoleNatsPassword : config.natsPassword,
+        host: config.consoleHost, port: config.consolePort, log: log.child({ role: 'console' }),
+      });
+      consoleServer = c;
+      stops.push(() => c.close());
+    }
+
     log.info('hookstream started', { roles: config.roles.join(',') });
     return {
-      nc, js, jsm, orm, metrics, directory, projector, api, ops, opsUrl: opsServer.url,
+      nc, js, jsm, orm, metrics, directory, projector, api, console: consoleServer, ops, opsUrl: opsServer.url,
       async stop() {
         // Reverse order: the roles that take work stop first, connections last.
         for (const stop of stops.splice(0).reverse()) {

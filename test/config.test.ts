@@ -16,9 +16,13 @@ test('defaults without any variable', (t) => {
     port: 8080,
     opsHost: '127.0.0.1',
     opsPort: 9090,
+    consoleHost: '127.0.0.1',
+    consolePort: 8090,
+    consoleNatsUser: undefined,
+    consoleNatsPassword: undefined,
     dataDir: '.hookstream',
     production: false,
-    roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector'],
+    roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'],
     // 5s,30s,2m,15m,1h,4h,10h,14h in milliseconds
     retrySchedule: [5_000, 30_000, 120_000, 900_000, 3_600_000, 14_400_000, 36_000_000, 50_400_000],
     attemptTimeoutMs: 15_000,
@@ -203,6 +207,13 @@ test('redactUrl hides the password of a valid URL and keeps the rest', (t) => {
   t.is(redactUrl('postgres://app:hunter2@db:5432/x'), 'postgres://app:***@db:5432/x');
   t.is(redactUrl('postgres://app@db:5432/x'), 'postgres://app@db:5432/x');
   t.false(redactUrl('postgres://app:pa/ss@db:bad/x').includes('ss'));
+});
+
+test('CONSOLE_PORT may not take the API port or OPS_PORT on the same address (issue 19)', (t) => {
+  t.throws(() => loadConfig({ PORT: '9000', CONSOLE_PORT: '9000' }), { instanceOf: ConfigError, message: /^CONSOLE_PORT: 9000 is also the API's PORT/ });
+  t.throws(() => loadConfig({ OPS_PORT: '9001', CONSOLE_PORT: '9001' }), { instanceOf: ConfigError, message: /^CONSOLE_PORT: 9001 is also OPS_PORT/ });
+  t.like(loadConfig({ PORT: '9000', CONSOLE_PORT: '9000', HOOKSTREAM_ROLES: 'console' }), { consolePort: 9000 }, 'no api role: PORT is not listened on');
+  t.like(loadConfig({ CONSOLE_HOST: '0.0.0.0', CONSOLE_PORT: '0' }), { consoleHost: '0.0.0.0', consolePort: 0 });
 });
 
 test('OPS_PORT may not take the API port on an address the API listens on', (t) => {

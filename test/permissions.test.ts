@@ -60,7 +60,7 @@ test.before(async () => {
   const keys = generateKeys();
   masterKey = keys.masterKey;
   const env = {
-    NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0',
+    NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',

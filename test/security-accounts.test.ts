@@ -127,7 +127,7 @@ test.before(async () => {
   const keys = generateKeys();
   const config = loadConfig({
     NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: passwords.user('service'), DATABASE_URL: db.url,
-    PORT: '0', OPS_PORT: '0', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: String(SHARDS),
+    PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: String(SHARDS),
     HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_MASTER_KEY: keys.masterKey,
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
   });

@@ -88,7 +88,7 @@ test.before(async () => {
   db = await createTestDatabase('shutdown');
   const keys = generateKeys();
   env = {
-    NATS_URL: nats.url, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', OPS_PORT: '0',
+    NATS_URL: nats.url, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_MAX_IN_FLIGHT: '8',
     // Retries far apart enough that none is needed in this test: every attempt answers 200.
     HOOKSTREAM_RETRY_SCHEDULE: '2s,4s', HOOKSTREAM_ATTEMPT_TIMEOUT: '10s', HOOKSTREAM_LOG_LEVEL: 'info',

@@ -83,7 +83,7 @@ test('three whole services starting at once on an empty server and database all 
   const config = loadConfig({
     NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
-    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: 'error', OPS_PORT: '0',
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: 'error', OPS_PORT: '0', CONSOLE_PORT: '0',
   });
   const log = createLogger({ level: 'error' });
   const results = await Promise.allSettled([0, 1, 2].map(() => startService(config, log)));

@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import { redactUrl } from '../config.ts';
 import { describe, ErrorCode, HookstreamError, UnreachableError } from '../errors.ts';
 import {
-  AdminSubject, isAdminErrorReply, OPERATOR_HEADER, type AuditListIn, type AuditListOut, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
+  AdminSubject, isAdminErrorReply, OPERATOR_HEADER, type AuditListIn, type AuditListOut, type EndpointListIn, type EndpointListOut, type OverviewOut, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut,
@@ -40,6 +40,8 @@ export interface AdminClient {
   showRejectedEvent(req: RejectedEventShowIn): Promise<RejectedEventShowOut>;
   retryNow(req: EndpointRetryNowIn): Promise<EndpointRetryNowOut>;
   listAudit(req: AuditListIn): Promise<AuditListOut>;
+  listEndpoints(req: EndpointListIn): Promise<EndpointListOut>;
+  overview(): Promise<OverviewOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -89,6 +91,8 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     showRejectedEvent: (req) => call(AdminSubject.EventsRejectedShow, req),
     retryNow: (req) => call(AdminSubject.EndpointsRetryNow, req),
     listAudit: (req) => call(AdminSubject.AuditList, req),
+    listEndpoints: (req) => call(AdminSubject.EndpointsList, req),
+    overview: () => call(AdminSubject.Overview, {}),
     raw,
   };
 }

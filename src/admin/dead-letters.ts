@@ -51,7 +51,8 @@ export interface DeadLetters {
   list(filter: DeadLetterFilter, page: Page): Promise<DeadLettersListOut>;
   show(id: DeadLetterId): Promise<DeadLetterShowOut>;
   replay(id: DeadLetterId, opts: { force: boolean }): Promise<DeadLetterReplayOut>;
-  replayMany(filter: DeadLetterFilter, page: Page): Promise<DeadLettersReplayManyOut>;
+  /** With dryRun, only counts what would be replayed (total) and replays nothing. */
+  replayMany(filter: DeadLetterFilter, page: Page, opts?: { dryRun: boolean }): Promise<DeadLettersReplayManyOut>;
 }
 
 export function createDeadLetters(deps: {
@@ -137,11 +138,12 @@ export function createDeadLetters(deps: {
 
     replay,
 
-    async replayMany(filter, page) {
+    async replayMany(filter, page, opts) {
       const cursor = page.cursor ? decodeCursor(page.cursor) : undefined;
       // Oldest first. A record that dies again keeps its id, so the cursor has passed it: one run
       // replays each record at most once, however fast replays fail.
       const total = cursor?.total ?? await countDeadLetters(orm.em.fork(), filter);
+      if (opts?.dryRun) return { replayed: [], failed: [], total, next_cursor: null };
       const ids = await deadLetterIds(orm.em.fork(), filter, { ...(cursor ? { after: cursor.after } : {}), limit: page.limit });
       const out: DeadLettersReplayManyOut = { replayed: [], failed: [], total, next_cursor: null };
       for (const id of ids) {

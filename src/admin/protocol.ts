@@ -24,6 +24,8 @@ export const AdminSubject = {
   EventsRejectedShow: 'admin.events.rejected.show',
   EndpointsRetryNow: 'admin.endpoints.retry_now',
   AuditList: 'admin.audit.list',
+  EndpointsList: 'admin.endpoints.list',
+  Overview: 'admin.overview',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -54,6 +56,8 @@ export interface DeadLetterFilterIn {
 }
 
 export interface DeadLettersListIn extends DeadLetterFilterIn {
+  /** Only the dead letters of this webhook-id (msg_…). */
+  webhook_id?: string;
   limit?: number;
   cursor?: string;
 }
@@ -72,6 +76,8 @@ export interface DeadLetterReplayIn {
 export interface DeadLettersReplayManyIn extends Omit<DeadLetterFilterIn, 'status'> {
   limit?: number;
   cursor?: string;
+  /** Only count the matching dead records (`total`); replay nothing. */
+  dry_run?: boolean;
 }
 
 export interface DeliveryShowIn {
@@ -105,7 +111,47 @@ export interface AuditListIn {
   cursor?: string;
 }
 
+/** Endpoints of every tenant, newest first (the console's Endpoints page). */
+export interface EndpointListIn {
+  tenant?: string;
+  status?: string;
+  limit?: number;
+  cursor?: string;
+}
+
 // ---- replies ----
+
+export interface EndpointOut {
+  id: string;
+  tenant: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  status: string;
+  disabled_reason: string | null;
+  disabled_at: string | null;
+  rate_limit: number | null;
+  /** Since when every attempt has failed (ENDPOINT_HEALTH); null while it succeeds. */
+  failing_since: string | null;
+  /** From its consumer; null when it has none (deleted, or not yet reconciled). */
+  backlog: { pending: number; ack_pending: number } | null;
+}
+
+export interface EndpointListOut {
+  data: EndpointOut[];
+  next_cursor: string | null;
+}
+
+export interface OverviewOut {
+  endpoints_by_status: Record<string, number>;
+  /** The largest backlogs, largest first (at most 10). */
+  backlogs: { endpoint: string; pending: number; ack_pending: number }[];
+  dead_letters_24h: number;
+  /** Counted from the newest record back; `capped` when more than 1,000 were read. */
+  rejected_24h: { total: number; by_reason: Record<string, number>; capped: boolean };
+  /** The latest operational events (OPS stream), newest first. */
+  ops_events: { type: string; tenant: string | null; endpoint: string | null; at: string | null; webhook_id: string | null; reason: string | null }[];
+}
 
 export interface AuditEntryOut {
   id: string;

@@ -44,7 +44,8 @@ export function createRejectedEvents(deps: { jsm: JetStreamManager; log: Logger 
   async function lastSeq(): Promise<{ first: number; last: number }> {
     try {
       const { state } = await jsm.streams.info(REJECTED_STREAM);
-      return { first: state.first_seq, last: state.last_seq };
+      // An empty stream says first_seq 0, and there is no message 0 to ask for (JetStream: bad request).
+      return { first: Math.max(state.first_seq, 1), last: state.last_seq };
     } catch (e) {
       // Not created yet (no router has started): nothing was rejected.
       if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return { first: 1, last: 0 };

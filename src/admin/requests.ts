@@ -1,6 +1,9 @@
 // Parsing admin request bodies into typed queries: strict (unknown fields and wrong types are errors
 // that name the field, so a typo never widens a replay), defaults filled, limits clamped.
 import { isEventName } from '../domain/catalogue.ts';
+import { EndpointStatus } from '../domain/endpoint.ts';
+
+const ENDPOINT_STATUSES: readonly string[] = Object.values(EndpointStatus);
 import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
 import { badRequest } from '../errors.ts';
 import { AUDIT_ACTIONS, isAuditAction, type AuditFilter } from '../audit/store.ts';
@@ -99,8 +102,13 @@ function filterOf(body: Body): DeadLetterFilter {
 }
 
 export function parseListRequest(body: Body): { filter: DeadLetterFilter; page: Page } {
-  onlyFields(body, [...FILTER_FIELDS, 'status', 'limit', 'cursor']);
+  onlyFields(body, [...FILTER_FIELDS, 'status', 'webhook_id', 'limit', 'cursor']);
   const filter = filterOf(body);
+  const webhookId = optionalString(body, 'webhook_id');
+  if (webhookId !== undefined) {
+    if (!isMessageId(webhookId)) throw badRequest(`webhook_id must be a message id (msg_…), got ${JSON.stringify(webhookId)}`);
+    filter.webhookId = webhookId;
+  }
   const status = optionalString(body, 'status');
   if (status !== undefined) {
     if (!isDeadLetterStatus(status)) throw badRequest(`status must be ${DEAD_LETTER_STATUSES.join(' or ')}`);
@@ -109,12 +117,17 @@ export function parseListRequest(body: Body): { filter: DeadLetterFilter; page: 
   return { filter, page: { limit: limitOf(body, DEFAULT_PAGE), ...optionalCursor(body) } };
 }
 
-export function parseReplayManyRequest(body: Body): { filter: DeadLetterFilter; page: Page } {
-  onlyFields(body, [...FILTER_FIELDS, 'limit', 'cursor']);
+export function parseReplayManyRequest(body: Body): { filter: DeadLetterFilter; page: Page; dryRun: boolean } {
+  onlyFields(body, [...FILTER_FIELDS, 'limit', 'cursor', 'dry_run']);
   const filter = filterOf(body);
   // An empty filter would replay every dead letter of every tenant: too easy to send by mistake.
   if (Object.keys(filter).length === 0) throw badRequest(`replay_many needs at least one of ${FILTER_FIELDS.join(', ')}`);
-  return { filter: { ...filter, status: DeadLetterStatus.Dead }, page: { limit: limitOf(body, DEFAULT_REPLAY_BATCH), ...optionalCursor(body) } };
+  const dryRun = body['dry_run'];
+  if (dryRun !== undefined && typeof dryRun !== 'boolean') throw badRequest('dry_run must be true or false');
+  return {
+    filter: { ...filter, status: DeadLetterStatus.Dead }, page: { limit: limitOf(body, DEFAULT_REPLAY_BATCH), ...optionalCursor(body) },
+    dryRun: dryRun === true,
+  };
 }
 
 function optionalCursor(body: Body): { cursor?: string } {
@@ -215,4 +228,36 @@ export function parseAuditListRequest(body: Body): { filter: AuditFilter; page: 
   const cursor = optionalString(body, 'cursor');
   if (cursor !== undefined && !AUDIT_CURSOR.test(cursor)) throw badRequest('cursor is not one this service handed out');
   return { filter, page: { limit: limitOf(body, DEFAULT_PAGE), ...(cursor ? { before: cursor } : {}) } };
+}
+
+export interface EndpointListQuery {
+  tenant?: TenantId;
+  status?: EndpointStatus;
+  limit: number;
+  cursor?: EndpointId;
+}
+
+export function parseEndpointListRequest(body: Body): EndpointListQuery {
+  onlyFields(body, ['tenant', 'status', 'limit', 'cursor']);
+  const q: EndpointListQuery = { limit: limitOf(body, DEFAULT_PAGE) };
+  const tenant = optionalString(body, 'tenant');
+  if (tenant !== undefined) {
+    if (!isTenantId(tenant)) throw badRequest(`tenant must be ${TENANT_ID_RULE}`);
+    q.tenant = tenant;
+  }
+  const status = optionalString(body, 'status');
+  if (status !== undefined) {
+    if (!ENDPOINT_STATUSES.includes(status)) throw badRequest(`status must be one of ${ENDPOINT_STATUSES.join(', ')}`);
+    q.status = status as EndpointStatus;
+  }
+  const cursor = optionalString(body, 'cursor');
+  if (cursor !== undefined) {
+    if (!isEndpointId(cursor)) throw badRequest('cursor is not one this service handed out');
+    q.cursor = cursor;
+  }
+  return q;
+}
+
+export function parseEmptyRequest(body: Body): void {
+  onlyFields(body, []);
 }

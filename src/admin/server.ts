@@ -14,6 +14,7 @@ import { createDeliveryStates } from './delivery-state.ts';
 import { createDeadLetterOpener } from './opener.ts';
 import type { DeadLetterTagger } from '../deadletter/tag.ts';
 import { createRejectedEvents } from './rejected-events.ts';
+import { createOverview } from './overview.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
 import {
   ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, OPERATOR_HEADER, type AdminErrorReply, type AuditListOut,
@@ -23,7 +24,7 @@ import { AUDIT_OK, AuditAction, listAudit, recordAudit, UNNAMED_OPERATOR } from 
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
-  parseAuditListRequest, parseBody, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
+  parseAuditListRequest, parseBody, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
   parseReplayRequest, parseRetryNowRequest, parseShowRequest,
 } from './requests.ts';
 
@@ -39,7 +40,7 @@ type Handler = (body: Body) => Promise<unknown>;
 interface Audited {
   action: AuditAction;
   target: (b: Body) => string;
-  detail?: (result: never) => string;
+  detail?: (result: never, body: Body) => string;
 }
 
 const FILTER_FIELDS = ['tenant', 'endpoint', 'event', 'since', 'until'];
@@ -54,7 +55,9 @@ const AUDITED: Partial<Record<string, Audited>> = {
   [AdminSubject.DeadLettersReplayMany]: {
     action: AuditAction.DeadLettersReplayMany,
     target: (b) => FILTER_FIELDS.filter((f) => typeof b[f] === 'string').map((f) => `${f}=${String(b[f])}`).join(' '),
-    detail: (r: DeadLettersReplayManyOut) => `replayed ${r.replayed.length}, failed ${r.failed.length} (of ${r.total} matching)`,
+    detail: (r: DeadLettersReplayManyOut, b) => (b['dry_run'] === true
+      ? `dry run: ${r.total} matching`
+      : `replayed ${r.replayed.length}, failed ${r.failed.length} (of ${r.total} matching)`),
   },
   [AdminSubject.EventsRejectedShow]: { action: AuditAction.RejectedEventShow, target: (b) => String(b['seq']) },
   [AdminSubject.EndpointsRetryNow]: {
@@ -99,12 +102,13 @@ export async function startAdmin(deps: {
   const deadLetters = createDeadLetters({ ...deps, opener });
   const deliveries = createDeliveryStates(deps);
   const rejected = createRejectedEvents(deps);
+  const overview = createOverview(deps);
 
   const handlers: Record<string, Handler> = {
     [AdminSubject.DeadLettersList]: (b) => { const q = parseListRequest(b); return deadLetters.list(q.filter, q.page); },
     [AdminSubject.DeadLettersShow]: (b) => deadLetters.show(parseShowRequest(b).id),
     [AdminSubject.DeadLettersReplay]: (b) => { const q = parseReplayRequest(b); return deadLetters.replay(q.id, { force: q.force }); },
-    [AdminSubject.DeadLettersReplayMany]: (b) => { const q = parseReplayManyRequest(b); return deadLetters.replayMany(q.filter, q.page); },
+    [AdminSubject.DeadLettersReplayMany]: (b) => { const q = parseReplayManyRequest(b); return deadLetters.replayMany(q.filter, q.page, { dryRun: q.dryRun }); },
     [AdminSubject.DeliveriesShow]: (b) => { const q = parseDeliveryRequest(b); return deliveries.show(q.webhookId, q.endpoint); },
     [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
     [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
@@ -114,6 +118,8 @@ export async function startAdmin(deps: {
       log.info('retry-now', { endpoint, brought_forward: r.broughtForward, instances: r.instances });
       return { endpoint_id: endpoint, brought_forward: r.broughtForward, instances: r.instances };
     },
+    [AdminSubject.EndpointsList]: (b) => overview.listEndpoints(parseEndpointListRequest(b)),
+    [AdminSubject.Overview]: (b) => { parseEmptyRequest(b); return overview.overview(); },
     [AdminSubject.AuditList]: async (b): Promise<AuditListOut> => {
       const q = parseAuditListRequest(b);
       const rows = await listAudit(deps.orm.em.fork(), q.filter, { ...q.page, limit: q.page.limit + 1 });
@@ -136,7 +142,7 @@ export async function startAdmin(deps: {
       await write(null);
       throw e;
     }
-    await write(a.detail ? a.detail(result as never) : null);
+    await write(a.detail ? a.detail(result as never, body) : null);
     return result;
 
     async function write(detail: string | null): Promise<void> {

@@ -59,6 +59,8 @@ export interface DeadLetterFilter {
   /** On failed_at, exclusive. */
   until?: Date;
   status?: DeadLetterStatus;
+  /** The delivery's webhook-id (msg_…): a list finds the dead letters of one event (issue 19). */
+  webhookId?: string;
 }
 
 /** What the dead-letter role knows of a delivery that ran out of retries. */
@@ -139,6 +141,7 @@ function where(filter: DeadLetterFilter): { sql: string; params: unknown[] } {
   if (filter.since) add('failed_at >= ?', filter.since);
   if (filter.until) add('failed_at < ?', filter.until);
   if (filter.status) add('status = ?', filter.status);
+  if (filter.webhookId) add('webhook_id = ?', filter.webhookId);
   return { sql: conds.length ? conds.join(' and ') : 'true', params };
 }
 

@@ -29,6 +29,10 @@ const hostPort = (url: string, defaultPort: number) => {
   return { host: u.hostname, port: u.port ? Number(u.port) : defaultPort };
 };
 
+/** The console role asks the admin subjects: as nats.conf's operator user, unless CONSOLE_NATS_USER says otherwise. */
+const consoleUser = (config: Config, passwords: Record<string, string>) =>
+  (config.consoleNatsUser ? {} : { consoleNatsUser: 'operator', consoleNatsPassword: passwords[passwordVariable('operator')] });
+
 /**
  * The configuration with the servers a running `serve` started standing in for unset URLs, connecting as
  * `as` to NATS (nats.conf's user for the job). Unchanged when none runs.
@@ -41,7 +45,7 @@ export async function useLocalServers(config: Config, as: LocalNatsUser): Promis
   if (!creds) return config;
   const out = { ...config };
   if (running.nats && !config.natsUrlSet) {
-    Object.assign(out, { natsUrl: running.nats.url, natsUser: as, natsPassword: creds.nats[passwordVariable(as)] });
+    Object.assign(out, { natsUrl: running.nats.url, natsUser: as, natsPassword: creds.nats[passwordVariable(as)], ...consoleUser(config, creds.nats) });
   }
   if (running.postgres && !config.databaseUrlSet) {
     const u = new URL(running.postgres.url);
@@ -133,7 +137,7 @@ export async function startLocalServers(config: Config, log: Logger, opts: { dat
       });
       started.push({ name: 'nats-server', child, signal: 'SIGTERM' });
       record.nats = { url: `nats://${nats.host}:${nats.port}`, pid: child.pid };
-      Object.assign(out, { natsUrl: record.nats.url, natsUser: 'service', natsPassword: creds.nats[passwordVariable('service')] });
+      Object.assign(out, { natsUrl: record.nats.url, natsUser: 'service', natsPassword: creds.nats[passwordVariable('service')], ...consoleUser(config, creds.nats) });
       log.info(`no NATS server answered on ${nats.host}:${nats.port}: started a local nats-server there (${binary}, nats.conf's users), JetStream store in ${join(dataDir, 'nats')}`, { pid: child.pid });
     }
     for (const s of started) {

@@ -23,7 +23,7 @@ export interface Instance {
 export async function startInstance(env: Record<string, string>, timeoutMs = 60_000): Promise<Instance> {
   // npm start's node flags (package.json).
   const child: ChildProcess = spawn(process.execPath, ['--no-allocation-site-pretenuring', MAIN, 'serve'], {
-    env: { ...process.env, PORT: '0', OPS_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -46,6 +46,7 @@ export async function startHarness(label: string, env: Record<string, string> = 
     PORT: '0',
     // Free ports for the ops listener too: test files run in parallel, each with a service.
     OPS_PORT: '0',
+    CONSOLE_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
     HOOKSTREAM_DELIVERY_SHARDS: '2',
     HOOKSTREAM_MASTER_KEY: keys.masterKey,

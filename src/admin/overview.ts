@@ -1,0 +1,108 @@
+// What the console's Overview and Endpoints pages show (issue 19), for any admin client: endpoints of every
+// tenant with their status, failing clock and backlog (admin.endpoints.list), and a summary of the whole
+// instance (admin.overview). Read from the endpoint projection, the consumers' info, ENDPOINT_HEALTH,
+// the dead letters, REJECTED and OPS: nothing here changes anything.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
+import { deliveryStream, shardOf } from '../../streams/deliveries.ts';
+import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject, type EndpointHealthRecord } from '../../streams/endpoint-health.ts';
+import { OPS_STREAM } from '../../streams/ops.ts';
+import { REJECTED_STREAM } from '../../streams/rejected.ts';
+import { EndpointRecord } from '../db/entities.ts';
+import { recordToRow } from '../db/endpoint-rows.ts';
+import { countDeadLetters } from '../deadletter/store.ts';
+import type { EndpointListOut, EndpointOut, OverviewOut } from './protocol.ts';
+import { rejectedOut } from './rejected-events.ts';
+import type { EndpointListQuery } from './requests.ts';
+
+const DAY_MS = 24 * 3600_000;
+/** REJECTED records read back for the last 24 h at most; beyond it the counts say `capped`. */
+const MAX_REJECTED_SCAN = 1000;
+const LATEST_OPS_EVENTS = 10;
+const TOP_BACKLOGS = 10;
+
+const json = (m: StoredMsg | null): unknown => {
+  try { return m ? m.json<unknown>() : undefined; } catch { return undefined; }
+};
+
+export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; shards: number }) {
+  const { orm, jsm, shards } = deps;
+
+  async function backlogOf(id: string): Promise<EndpointOut['backlog']> {
+    try {
+      const ci = await jsm.consumers.info(deliveryStream(shardOf(id, shards)), id);
+      return { pending: ci.num_pending, ack_pending: ci.num_ack_pending };
+    } catch {
+      return null; // no consumer: deleted, or not reconciled by a delivery instance yet
+    }
+  }
+
+  async function failingSince(id: string): Promise<string | null> {
+    const m = await jsm.streams.getMessage(ENDPOINT_HEALTH_STREAM, { last_by_subj: endpointHealthSubject(id) }).catch(() => null);
+    const r = json(m) as Partial<EndpointHealthRecord> | undefined;
+    return typeof r?.failing_since === 'string' ? r.failing_since : null;
+  }
+
+  async function listEndpoints(q: EndpointListQuery): Promise<EndpointListOut> {
+    const where = { ...(q.tenant ? { tenant: q.tenant } : {}), ...(q.status ? { status: q.status } : {}), ...(q.cursor ? { id: { $lt: q.cursor } } : {}) };
+    const records = await orm.em.fork().find(EndpointRecord, where, { orderBy: { id: 'desc' }, limit: q.limit + 1, disableIdentityMap: true });
+    const rows = records.slice(0, q.limit).map(recordToRow);
+    const data = await Promise.all(rows.map(async (e): Promise<EndpointOut> => ({
+      id: e.id, tenant: e.tenant, url: e.url, events: e.events, description: e.description, status: e.status,
+      disabled_reason: e.disabledReason, disabled_at: e.disabledAt, rate_limit: e.rateLimit,
+      failing_since: await failingSince(e.id), backlog: await backlogOf(e.id),
+    })));
+    return { data, next_cursor: records.length > q.limit ? data[data.length - 1]!.id : null };
+  }
+
+  async function rejectedLastDay(since: number): Promise<OverviewOut['rejected_24h']> {
+    const { state } = await jsm.streams.info(REJECTED_STREAM);
+    const out: OverviewOut['rejected_24h'] = { total: 0, by_reason: {}, capped: false };
+    for (let seq = state.last_seq, scanned = 0; seq >= state.first_seq && seq > 0; seq--, scanned++) {
+      if (scanned === MAX_REJECTED_SCAN) { out.capped = true; break; }
+      const m = await jsm.streams.getMessage(REJECTED_STREAM, { seq }).catch(() => null);
+      if (!m) continue;
+      if (m.time.getTime() < since) break;
+      const { reason } = rejectedOut(m);
+      out.total++;
+      out.by_reason[reason] = (out.by_reason[reason] ?? 0) + 1;
+    }
+    return out;
+  }
+
+  async function latestOpsEvents(): Promise<OverviewOut['ops_events']> {
+    const { state } = await jsm.streams.info(OPS_STREAM);
+    const out: OverviewOut['ops_events'] = [];
+    for (let seq = state.last_seq; seq >= state.first_seq && seq > 0 && out.length < LATEST_OPS_EVENTS; seq--) {
+      const e = json(await jsm.streams.getMessage(OPS_STREAM, { seq }).catch(() => null)) as Record<string, unknown> | undefined;
+      if (!e || typeof e['type'] !== 'string') continue;
+      const text = (k: string) => (typeof e[k] === 'string' ? e[k] : null);
+      out.push({ type: e['type'], tenant: text('tenant'), endpoint: text('endpoint'), at: text('at'), webhook_id: text('webhook_id'), reason: text('reason') });
+    }
+    return out;
+  }
+
+  async function topBacklogs(): Promise<OverviewOut['backlogs']> {
+    const all: OverviewOut['backlogs'] = [];
+    for (let shard = 0; shard < shards; shard++) {
+      for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+        if (ci.num_pending + ci.num_ack_pending > 0) all.push({ endpoint: ci.name, pending: ci.num_pending, ack_pending: ci.num_ack_pending });
+      }
+    }
+    return all.sort((a, b) => b.pending + b.ack_pending - (a.pending + a.ack_pending)).slice(0, TOP_BACKLOGS);
+  }
+
+  async function overview(): Promise<OverviewOut> {
+    const since = Date.now() - DAY_MS;
+    const counts = await orm.em.fork().execute<{ status: string; n: number }[]>('select status, count(*)::int as n from endpoints group by status');
+    const [backlogs, deadLetters, rejected, opsEvents] = await Promise.all([
+      topBacklogs(), countDeadLetters(orm.em.fork(), { since: new Date(since) }), rejectedLastDay(since), latestOpsEvents(),
+    ]);
+    return {
+      endpoints_by_status: Object.fromEntries(counts.map((c) => [c.status, c.n])),
+      backlogs, dead_letters_24h: deadLetters, rejected_24h: rejected, ops_events: opsEvents,
+    };
+  }
+
+  return { listEndpoints, overview };
+}

@@ -1,0 +1,214 @@
+// The operator console (issue 19) in real Chromium against the real service, NATS and Postgres: sign in
+// with an operator key, find a dead letter by its webhook-id, open it, replay it (the receiver gets it with
+// the same webhook-id), see the audit entry; payloads with markup never run; a bad key, a post without the
+// session's CSRF token and a post from another origin are refused; pages cannot be framed; sign-in is
+// rate limited.
+import test from 'ava';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
+import type { AdminClient } from '../src/admin/client.ts';
+import type { DeadLetterOut } from '../src/admin/protocol.ts';
+import { createOperator } from '../src/operators/store.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+const MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">';
+
+let h: TestService;
+let b: TestBrowser;
+let admin: AdminClient;
+let url = '';
+let key = '';
+let receiver: Receiver;
+let healthy = false;
+let endpointId = '';
+let letter: DeadLetterOut;
+
+test.before(async () => {
+  h = await startTestService('console', { HOOKSTREAM_RETRY_SCHEDULE: '200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
+  url = h.service.console!.url;
+  ({ admin } = await h.operator());
+  ({ key } = await createOperator(h.service.orm!.em.fork(), 'alice'));
+  receiver = await h.receiver(() => (healthy ? 204 : 500));
+  const { endpoint } = await h.store.create('tenant_console' as TenantId, { url: receiver.url, events: ['user.*'] });
+  endpointId = endpoint.id;
+  await h.publish('tenant_console', 'user.created', { userId: 'user_1', name: MARKUP });
+  letter = await eventually(async () => {
+    const page = await admin.listDeadLetters({ endpoint: endpointId });
+    return page.data.length === 1 ? page.data[0] : undefined;
+  }, 30_000, 'a dead letter');
+  b = await launchBrowser();
+});
+
+test.after.always(async () => {
+  await b?.close();
+  await h?.closeAll();
+});
+
+/** A fresh browser context whose page counts every dialog (an alert from a payload would be one). */
+async function freshPage(): Promise<{ context: BrowserContext; page: Page; dialogs: string[] }> {
+  const { context, page } = await b.page();
+  const dialogs: string[] = [];
+  page.on('dialog', (d) => { dialogs.push(d.message()); void d.dismiss(); });
+  return { context, page, dialogs };
+}
+
+async function signIn(page: Page, withKey = key): Promise<void> {
+  await page.goto(`${url}/`);
+  await page.getByLabel('Operator key').fill(withKey);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+// Strings, not functions: the project's TypeScript has no DOM types.
+const pwned = (page: Page) => page.evaluate<unknown>('window.__pwned');
+const focused = (page: Page, what: 'id' | 'textContent') => page.evaluate<unknown>(`document.activeElement && document.activeElement.${what}`);
+
+test.serial('an unknown key is refused and makes no session', async (t) => {
+  const { context, page } = await freshPage();
+  await signIn(page, 'hs_op_' + 'A'.repeat(43));
+  await page.getByText('Unknown or revoked operator key.').waitFor();
+  t.is(new URL(page.url()).pathname, '/sign-in');
+  t.false((await context.cookies()).some((c) => c.name === 'hs_console_session'));
+  await page.goto(`${url}/dead-letters`);
+  t.is(new URL(page.url()).pathname, '/sign-in', 'pages send the signed-out to the sign-in page');
+  await context.close();
+});
+
+test.serial('sign in, find a dead letter by its webhook-id, open it (markup stays text), replay it, see the audit entry', async (t) => {
+  const { context, page, dialogs } = await freshPage();
+  await signIn(page);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+
+  const session = (await context.cookies()).find((c) => c.name === 'hs_console_session');
+  t.truthy(session);
+  t.true(session!.httpOnly);
+  t.is(session!.sameSite, 'Strict');
+  t.true(session!.expires > Date.now() / 1000 && session!.expires < Date.now() / 1000 + 9 * 3600, 'it expires');
+
+  await page.getByRole('link', { name: 'Dead letters', exact: true }).click();
+  await page.getByLabel('Webhook id').fill(letter.webhook_id);
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.getByRole('link', { name: letter.webhook_id }).click();
+  await page.getByRole('heading', { name: `Dead letter ${letter.webhook_id}` }).waitFor();
+  const payload = await page.getByTestId('payload').textContent();
+  t.true(payload!.includes(JSON.stringify(MARKUP)), 'the payload is shown as the (JSON) text it is');
+  t.is(await page.locator('main img').count(), 0, 'no element was made from it');
+  t.is(await pwned(page), undefined, 'no script of the payload ran');
+  t.deepEqual(dialogs, []);
+  t.like((await admin.listAudit({ action: 'dead_letter.show', target: letter.id })).data[0], { operator: 'alice', outcome: 'ok' });
+
+  healthy = true;
+  await page.getByRole('button', { name: 'Replay' }).click();
+  await page.getByText('Replayed (replay 1).').waitFor();
+  const got = (await receiver.waitFor(2))[1]!;
+  t.is(got.headers['webhook-id'], letter.webhook_id, 'the receiver gets it with the same webhook-id');
+  t.true(got.body.includes('"name"'));
+
+  await page.getByRole('link', { name: 'Audit log', exact: true }).click();
+  const row = page.locator('tr', { hasText: 'dead_letter.replay' }).first();
+  await row.waitFor();
+  t.regex((await row.textContent())!, new RegExp(`alice\\s*dead_letter\\.replay\\s*${letter.id}\\s*ok`));
+  t.is(await pwned(page), undefined);
+  await context.close();
+});
+
+test.serial('every page is one link away and shows what the issue lists; the delivery shows its attempts', async (t) => {
+  const { context, page, dialogs } = await freshPage();
+  await signIn(page);
+  for (const name of ['Overview', 'Dead letters', 'Deliveries', 'Endpoints', 'Rejected events', 'Audit log']) {
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
+    await page.getByRole('heading', { level: 1, name }).waitFor();
+  }
+  await page.getByRole('link', { name: 'Deliveries', exact: true }).click();
+  await page.getByLabel('Webhook id').fill(letter.webhook_id);
+  await page.getByLabel('Endpoint').fill(endpointId);
+  await page.getByRole('button', { name: 'Show' }).click();
+  await page.getByRole('heading', { name: 'acknowledged' }).waitFor();
+  t.is(await page.locator('ol.timeline li').count(), 3, 'two failed attempts, then the 2xx');
+
+  await page.getByRole('link', { name: 'Endpoints', exact: true }).click();
+  const row = page.locator('tr', { hasText: endpointId });
+  t.regex((await row.textContent())!, /tenant_console.*active/s);
+  await row.getByRole('button', { name: /Retry now/ }).click();
+  await page.getByText(/Retry now: \d+ waiting deliver(y|ies) of /).waitFor();
+  t.like((await admin.listAudit({ action: 'endpoint.retry_now' })).data[0], { operator: 'alice', target: endpointId });
+
+  // A rejected event whose subject and body are markup: listed and opened as text.
+  const body = `{"x": ${JSON.stringify(MARKUP)}, unfinished`;
+  await h.publishRaw('tenant_console', 'user.<img/src=x/onerror=alert(1)>', body);
+  const rejected = await eventually(async () => (await admin.listRejectedEvents({ tenant: 'tenant_console' })).data[0], 20_000, 'a rejected event');
+  await page.getByRole('link', { name: 'Rejected events', exact: true }).click();
+  await page.getByRole('link', { name: `Show body of rejected event ${rejected.seq}` }).click();
+  t.is(await page.getByTestId('payload').textContent(), body);
+  t.true((await page.locator('main').textContent())!.includes('user.<img/src=x/onerror=alert(1)>'), 'the subject too is text');
+  t.is(await page.locator('main img').count(), 0);
+  t.is(await pwned(page), undefined);
+  t.deepEqual(dialogs, []);
+  t.like((await admin.listAudit({ action: 'rejected_event.show' })).data[0], { operator: 'alice', target: String(rejected.seq) });
+  await context.close();
+});
+
+test.serial('a post without the CSRF token, or from another origin, is refused and changes nothing', async (t) => {
+  const { context, page } = await freshPage();
+  await signIn(page);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const before = (await admin.listDeadLetters({ endpoint: endpointId })).data[0]!.replay_count;
+
+  const noToken = await context.request.post(`${url}/dead-letters/${letter.id}/replay`, { form: { force: '1' }, maxRedirects: 0 });
+  t.is(noToken.status(), 403);
+  const token = await page.locator('input[name=csrf]').first().getAttribute('value');
+  const foreign = await context.request.post(`${url}/dead-letters/${letter.id}/replay`, {
+    form: { force: '1', csrf: token! }, headers: { Origin: 'http://evil.example' }, maxRedirects: 0,
+  });
+  t.is(foreign.status(), 403);
+  t.is((await admin.listDeadLetters({ endpoint: endpointId })).data[0]!.replay_count, before, 'nothing was replayed');
+
+  // The same form with the session's token and this origin is accepted: the refusals were the checks'.
+  const ok = await context.request.post(`${url}/dead-letters/${letter.id}/replay`, { form: { force: '1', csrf: token! }, headers: { Origin: url }, maxRedirects: 0 });
+  t.is(ok.status(), 303);
+  await context.close();
+});
+
+test.serial('pages carry headers that forbid framing and inline script; a frame on another page stays empty', async (t) => {
+  const { context, page } = await freshPage();
+  const res = await page.goto(`${url}/sign-in`);
+  const headers = res!.headers();
+  t.is(headers['x-frame-options'], 'DENY');
+  t.regex(headers['content-security-policy']!, /frame-ancestors 'none'/);
+  t.regex(headers['content-security-policy']!, /script-src 'self'/);
+  t.notRegex(headers['content-security-policy']!, /unsafe-inline|unsafe-eval/);
+  t.is(headers['x-content-type-options'], 'nosniff');
+  t.regex(headers['cache-control']!, /no-store/);
+
+  await page.setContent(`<iframe src="${url}/sign-in" title="console"></iframe>`);
+  const frame = page.frames()[1]!;
+  await frame.waitForLoadState().catch(() => {});
+  t.is(await frame.getByLabel('Operator key').count(), 0, 'the console does not render inside a frame');
+  await context.close();
+});
+
+test.serial('the sign-in form is usable from the keyboard alone', async (t) => {
+  const { context, page } = await freshPage();
+  await page.goto(`${url}/sign-in`);
+  t.is(await focused(page, 'id'), 'operator-key', 'the key field has the focus');
+  await page.keyboard.type(key);
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await page.keyboard.press('Tab');
+  t.is(await focused(page, 'textContent'), 'Skip to content');
+  await context.close();
+});
+
+test.serial('sign-in is rate limited per address', async (t) => {
+  const { context } = await freshPage();
+  let last = 0;
+  for (let i = 0; i < 15 && last !== 429; i++) {
+    const res = await context.request.post(`${url}/sign-in`, { form: { key: 'wrong' }, maxRedirects: 0 });
+    last = res.status();
+    if (last === 429) t.regex(res.headers()['retry-after']!, /^\d+$/);
+  }
+  t.is(last, 429);
+  await context.close();
+});
