@@ -1,7 +1,8 @@
 // `npm start` with nothing running (issue 18): in a network namespace of the test's own, where nothing
 // answers on the default addresses, the service starts a local nats-server and Postgres; the README's
 // walk-through (API key, endpoint, listen, publish, an operator's command) reaches a verified delivery with
-// no configuration; SIGTERM stops what it started (checked by pid), and a second start finds the data.
+// no configuration; SIGTERM stops what it started (checked by pid), a second start finds the data, and a
+// start after a SIGKILL stops the servers the killed one left before using their data.
 // Also: NODE_ENV=production refuses, and a missing nats-server names the command that installs it.
 import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
@@ -78,7 +79,7 @@ function processesIn(dir: string): string[] {
   return found;
 }
 
-nsTest('npm start with nothing running: the README walk-through to a verified delivery, a clean stop, and the data on the next start', async (t) => {
+nsTest('npm start with nothing running: the README walk-through to a verified delivery, a clean stop, the data on the next start, also after a kill', async (t) => {
   t.timeout(300_000);
   const ns = await createNetns();
   const { root, dataDir } = freshDir();
@@ -144,9 +145,22 @@ nsTest('npm start with nothing running: the README walk-through to a verified de
   t.notRegex(second.out.text, /\(new\)/);
   t.regex(await hookstream('endpoints', 'list', '--tenant', 'tenant_42'), new RegExp(created.id));
   t.regex(await curl('http://127.0.0.1:8080/v1/webhooks', '-H', `Authorization: Bearer ${key}`), new RegExp(created.id));
-  const again = JSON.parse(readFileSync(join(dataDir, RUNNING_FILE), 'utf8')) as { nats: { pid: number }; postgres: { pid: number } };
-  t.is(await stop(second.child), 0, second.out.text);
-  t.false(isAlive(again.nats.pid) || isAlive(again.postgres.pid));
+
+  // A service killed outright leaves its servers running: the next start stops them cleanly, then starts its own.
+  const left = JSON.parse(readFileSync(join(dataDir, RUNNING_FILE), 'utf8')) as { nats: { pid: number }; postgres: { pid: number } };
+  const killed = new Promise((resolve) => second.child.once('exit', resolve));
+  second.child.kill('SIGKILL');
+  await killed;
+  t.true(isAlive(left.nats.pid) && isAlive(left.postgres.pid));
+  const third = serve(ns, env);
+  children.push(third.child);
+  await third.out.wait(/hookstream started/, 'the start after a kill');
+  t.regex(third.out.text, /stopping the local nats-server a previous hookstream left running/);
+  t.regex(third.out.text, /stopping the local postgres a previous hookstream left running/);
+  t.regex(await hookstream('endpoints', 'list', '--tenant', 'tenant_42'), new RegExp(created.id));
+  const last = JSON.parse(readFileSync(join(dataDir, RUNNING_FILE), 'utf8')) as { nats: { pid: number }; postgres: { pid: number } };
+  t.is(await stop(third.child), 0, third.out.text);
+  t.false(isAlive(last.nats.pid) || isAlive(last.postgres.pid));
   t.deepEqual(processesIn(dataDir), []);
 });
 

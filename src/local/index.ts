@@ -112,8 +112,10 @@ export async function startLocalServers(config: Config, log: Logger, opts: { dat
   const started: { name: string; child: ServerChild; signal: NodeJS.Signals }[] = [];
   const stop = async () => {
     for (const s of started.splice(0).reverse()) {
-      await s.child.stop(s.signal, 60_000).catch((e: unknown) => log.error(`error while stopping the local ${s.name}`, { reason: describe(e) }));
-      log.info(`stopped the local ${s.name}`, { pid: s.child.pid });
+      await s.child.stop(s.signal, 60_000).then(
+        () => log.info(`stopped the local ${s.name}`, { pid: s.child.pid }),
+        (e: unknown) => log.error(`error while stopping the local ${s.name}`, { reason: describe(e) }),
+      );
     }
     await removeRunning(dataDir).catch(() => {});
   };
