@@ -9,6 +9,7 @@ import { ensureRejectedStream } from './rejected.ts';
 import { ensureOpsStream } from './ops.ts';
 import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { ensureRoutedStream } from './routed.ts';
+import { ensureEndpointSnapshotsStream } from './endpoint-snapshots.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -40,6 +41,7 @@ export async function ensureStreams(
       await ensureOpsStream(jsm, o);
       await ensureEndpointHealthStream(jsm, o);
       await ensureRoutedStream(jsm, o);
+      await ensureEndpointSnapshotsStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

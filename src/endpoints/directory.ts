@@ -7,13 +7,20 @@
 // a sequence that is no longer stored is never delivered, so waits end once nothing stored is left
 // below their target, every wait is bounded, and a directory that had applied an event the stream no
 // longer holds folds the stream again from what is left (issue 8, point 6).
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type ConsumerMessages, type StreamState } from '@nats-io/jetstream';
+//
+// Start-up does not grow with the length of the history (issue 23): a directory starts from the latest
+// snapshot of a view (snapshot.ts) and folds only the events after it; directories write a new one every
+// 10,000 events. A snapshot is checked like the events it stands for, and the view it gives is proved
+// against the stream like any other: a removal since it folds the stream from the start.
+import { DeliverPolicy, JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type ConsumerMessages, type StreamState } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import type { Counter, Gauge } from '../metrics.ts';
+import { isApiError } from '../../streams/ensure.ts';
 import { foldEndpointMessage, type EndpointMessage } from './fold.ts';
+import { latestSnapshotSeq, readSnapshot, UnusableSnapshotError, writeSnapshot, type DirectorySnapshot } from './snapshot.ts';
 import { describe } from '../errors.ts';
 
 export type EndpointChange = (next: EndpointState, previous: EndpointState | undefined) => void;
@@ -43,6 +50,8 @@ export interface EndpointDirectory {
   lastSeq(): number;
   /** Seconds since a sync last proved the view complete, while it is not known to be (0 when it is). */
   lagSeconds(): number;
+  /** The view as it is now, at the sequence it reached (what a snapshot stores). */
+  snapshot(): DirectorySnapshot;
   stop(): Promise<void>;
 }
 
@@ -56,6 +65,12 @@ export interface DirectoryOptions {
    * even in a process where nothing else calls sync (a delivery-only instance).
    */
   healMs?: number;
+  /**
+   * Write a snapshot of the view (ENDPOINT_SNAPSHOTS) once it is this many events past the latest one, so
+   * that a starting instance folds only what came after (default 10,000; 0: never). Every directory
+   * starts from the latest usable snapshot whatever this says.
+   */
+  snapshotEvery?: number;
 }
 
 /** One fold of the stream by one ordered consumer; a rebuild starts a new one and swaps it in when caught up. */
@@ -142,14 +157,22 @@ export async function startEndpointDirectory(deps: {
 
   const moved = (fold: Fold) => { for (const wake of [...fold.progress]) wake(); };
 
-  const startFold = async (): Promise<Fold> => {
-    const consumer = await deps.js.consumers.get(ENDPOINTS_STREAM, { deliver_policy: DeliverPolicy.All });
+  /** A fold of the stream from its start, or from a snapshot's sequence with the snapshot's view. */
+  const startFold = async (from?: DirectorySnapshot): Promise<Fold> => {
+    const consumer = await deps.js.consumers.get(ENDPOINTS_STREAM, from
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq + 1 }
+      : { deliver_policy: DeliverPolicy.All });
     const messages = await consumer.consume({ max_messages: 1024 });
     if (stopped) {
       await messages.close().catch(() => {});
       throw stoppedError();
     }
     const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve(), ended: false };
+    if (from) {
+      for (const state of from.states) index(fold, state);
+      fold.applied = from.seq;
+      fold.count = from.count;
+    }
     fold.done = (async () => {
       try {
         for await (const m of messages) {
@@ -242,14 +265,31 @@ export async function startEndpointDirectory(deps: {
     return undefined;
   };
 
-  current = await startFold();
+  /** The latest snapshot this stream can start from, or undefined (none, unusable, or of a stream since recreated). */
+  const usableSnapshot = async (): Promise<DirectorySnapshot | undefined> => {
+    try {
+      const snapshot = await readSnapshot(deps.jsm);
+      if (!snapshot) return undefined;
+      const { state } = await deps.jsm.streams.info(ENDPOINTS_STREAM);
+      if (snapshot.seq > state.last_seq) throw new UnusableSnapshotError(`it is at ${snapshot.seq}, past the stream's end ${state.last_seq} (recreated?)`);
+      return snapshot;
+    } catch (e) {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return undefined;
+      deps.log.warn('endpoint directory snapshot not used; folding the whole stream', { reason: describe(e) });
+      return undefined;
+    }
+  };
+
+  const startedFrom = await usableSnapshot();
+  let snapshotSeq = startedFrom?.seq ?? 0;
+  current = await startFold(startedFrom);
 
   /** Folds the stream again from what is left, and swaps the new fold in once it has reached `target`. */
   const rebuild = async (why: string, target: number, state: StreamState) => {
     deps.log.warn('endpoint directory folds the stream anew', {
       stream: ENDPOINTS_STREAM, why, endpoints: current.byId.size, first_seq: state.first_seq, last_seq: state.last_seq, messages: state.messages,
     });
-    const fresh = await startFold();
+    const fresh = await startFold(); // from the start: a snapshot may hold what the stream lost
     try {
       await reach(fresh, target, state);
     } catch (e) {
@@ -314,13 +354,35 @@ export async function startEndpointDirectory(deps: {
     return queued;
   };
 
+  const snapshot = (): DirectorySnapshot => ({ seq: current.applied, count: current.count, states: [...current.byId.values()] });
+
+  // One snapshot at a time, and only when no other instance wrote a recent enough one.
+  let writing: Promise<void> | undefined;
+  const snapshotEvery = deps.options?.snapshotEvery ?? 10_000;
+  const maybeSnapshot = () => {
+    if (snapshotEvery <= 0 || writing || stopped || current.ended || current.applied - snapshotSeq < snapshotEvery) return;
+    writing = writeNext().finally(() => { writing = undefined; });
+  };
+  const writeNext = async () => {
+    try {
+      snapshotSeq = Math.max(snapshotSeq, await latestSnapshotSeq(deps.jsm));
+      if (current.applied - snapshotSeq < snapshotEvery) return;
+      const taken = snapshot(); // taken in one go: the view at exactly `seq`
+      const { bytes } = await writeSnapshot(deps.js, taken);
+      snapshotSeq = taken.seq;
+      deps.log.info('endpoint directory snapshot written', { seq: taken.seq, endpoints: taken.states.length, bytes });
+    } catch (e) {
+      if (!stopped) deps.log.warn('endpoint directory snapshot not written; trying again later', { reason: describe(e) });
+    }
+  };
+
   let healer: NodeJS.Timeout | undefined;
   let healWarned = false;
   const heal = () => {
     healer = setInterval(() => {
       deps.lag?.set(lagSeconds());
       if (running || stopped) return;
-      sync().then(() => { healWarned = false; }, (e: unknown) => {
+      sync().then(() => { healWarned = false; maybeSnapshot(); }, (e: unknown) => {
         if (stopped || healWarned) return;
         healWarned = true; // once per run of failures: a stalled fold fails every sync until it is replaced
         deps.log.warn('endpoint directory cannot catch up; trying again', { reason: describe(e), lag_s: Math.round(lagSeconds()) });
@@ -334,6 +396,7 @@ export async function startEndpointDirectory(deps: {
     clearInterval(healer);
     for (const cancel of [...onStop]) cancel(stoppedError());
     await Promise.all([...folds].map(closeFold));
+    await writing;
   };
 
   try {
@@ -342,7 +405,11 @@ export async function startEndpointDirectory(deps: {
     await stop();
     throw e;
   }
-  deps.log.info('endpoint directory loaded', { endpoints: current.byId.size, seq: current.applied });
+  deps.log.info('endpoint directory loaded', {
+    endpoints: current.byId.size, seq: current.applied,
+    ...(startedFrom ? { from_snapshot: startedFrom.seq, folded_after_it: current.applied - startedFrom.seq } : {}),
+  });
+  maybeSnapshot();
   heal();
 
   return {
@@ -354,6 +421,7 @@ export async function startEndpointDirectory(deps: {
     behind: () => current.pending > 0,
     lastSeq: () => current.applied,
     lagSeconds,
+    snapshot,
     stop,
   };
 }
