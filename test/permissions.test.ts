@@ -104,6 +104,8 @@ test.serial('the workers run as `service`, the admin role as `admin`; a publishe
   t.is((await admin.showDeadLetter({ id: letter!.id })).tag, 'current');
   t.is((await admin.showDelivery({ webhook_id: letter!.webhook_id, endpoint: endpoint.id })).state, 'dead');
   t.like(await admin.retryNow({ endpoint: endpoint.id }), { endpoint_id: endpoint.id });
+  t.true((await admin.listEndpoints({ tenant })).data.some((e) => e.id === endpoint.id));
+  t.true((await admin.overview()).dead_letters_24h >= 1, 'the console\'s overview (stream and consumer reads)');
   healthy = true;
   const before = r.received.length;
   const replay = await admin.replayDeadLetter({ id: letter!.id });
