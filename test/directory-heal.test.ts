@@ -1,29 +1,16 @@
 // The endpoint directory heals itself (issue 23): when the consumer of its fold is deleted under it, or
 // stops delivering, a sync starts a new fold instead of failing for ever (every covering sync of the router
 // failed, the router retried every event until route_failed, and delivery stopped seeing endpoint changes).
-import test, { type ExecutionContext } from 'ava';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connectNats } from '../src/nats/connect.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
+import test from 'ava';
+import { endpointsStream } from './helpers/endpoints-stream.ts';
 import { startEndpointDirectory } from '../src/endpoints/directory.ts';
-import { ENDPOINTS_STREAM, ensureEndpointsStream, endpointSubject } from '../streams/endpoints.ts';
+import { ENDPOINTS_STREAM, endpointSubject } from '../streams/endpoints.ts';
 import { createLogger } from '../src/log.ts';
 import { newEndpointId } from '../src/domain/ids.ts';
 
 const created = (id: string, tenant: string) => JSON.stringify({
   v: 1, type: 'endpoint.created', id, tenant, url: `https://example.com/${id}`, events: ['*'], description: null, secret: 'sealed', at: new Date().toISOString(),
 });
-
-/** A nats-server of the test's own with the ENDPOINTS stream. */
-async function endpointsStream(t: ExecutionContext) {
-  const server = await startNatsServer();
-  t.teardown(() => server.dispose());
-  const nc = await connectNats({ url: server.url });
-  t.teardown(() => nc.close());
-  const jsm = await jetstreamManager(nc);
-  await ensureEndpointsStream(jsm);
-  return { js: jetstream(nc), jsm };
-}
 
 test('a directory whose consumer is deleted under it starts a new fold and sees later endpoints', async (t) => {
   const { js, jsm } = await endpointsStream(t);

@@ -3,17 +3,16 @@
 // (digest, a chunk gone, a malformed state, past the stream's end) is not used; an event removed from the
 // stream after the snapshot makes the directory fold from the start, as it would without a snapshot.
 import test, { type ExecutionContext } from 'ava';
-import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
-import { connectNats } from '../src/nats/connect.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { endpointsStream } from './helpers/endpoints-stream.ts';
 import { eventually } from './helpers/service.ts';
 import { startEndpointDirectory, type DirectoryOptions, type EndpointDirectory } from '../src/endpoints/directory.ts';
 import { foldAllEndpoints } from '../src/endpoints/reseal.ts';
 import { latestSnapshotSeq, writeSnapshot } from '../src/endpoints/snapshot.ts';
 import { createLogger } from '../src/log.ts';
 import { newEndpointId, type EndpointId } from '../src/domain/ids.ts';
-import { endpointSubject, ensureEndpointsStream } from '../streams/endpoints.ts';
-import { ENDPOINT_SNAPSHOTS_STREAM, ensureEndpointSnapshotsStream, SNAPSHOT_MANIFEST_SUBJECT } from '../streams/endpoint-snapshots.ts';
+import { endpointSubject } from '../streams/endpoints.ts';
+import { ENDPOINT_SNAPSHOTS_STREAM, SNAPSHOT_MANIFEST_SUBJECT } from '../streams/endpoint-snapshots.ts';
 
 const at = () => new Date().toISOString();
 const created = (id: string, tenant: string) => JSON.stringify({
@@ -21,18 +20,7 @@ const created = (id: string, tenant: string) => JSON.stringify({
 });
 const described = (id: string, description: string) => JSON.stringify({ v: 1, type: 'endpoint.updated', id, description, at: at() });
 
-async function streams(t: ExecutionContext) {
-  const server = await startNatsServer();
-  t.teardown(() => server.dispose());
-  const nc = await connectNats({ url: server.url });
-  t.teardown(() => nc.close());
-  const jsm = await jetstreamManager(nc);
-  await ensureEndpointsStream(jsm);
-  await ensureEndpointSnapshotsStream(jsm);
-  return { js: jetstream(nc), jsm };
-}
-
-async function directory(t: ExecutionContext, deps: Awaited<ReturnType<typeof streams>>, options: DirectoryOptions = { snapshotEvery: 0 }) {
+async function directory(t: ExecutionContext, deps: Awaited<ReturnType<typeof endpointsStream>>, options: DirectoryOptions = { snapshotEvery: 0 }) {
   const lines: { msg: string; [k: string]: unknown }[] = [];
   const d = await startEndpointDirectory({ ...deps, log: createLogger({ level: 'info', write: (l) => lines.push(JSON.parse(l) as (typeof lines)[number]) }), options });
   t.teardown(() => d.stop());
@@ -48,10 +36,10 @@ async function history(js: JetStreamClient, n: number): Promise<EndpointId[]> {
 }
 
 const sorted = (d: EndpointDirectory) => [...d.all()].sort((a, b) => a.id.localeCompare(b.id));
-const fullFold = async (deps: Awaited<ReturnType<typeof streams>>) => [...(await foldAllEndpoints(deps.js, deps.jsm)).values()].sort((a, b) => a.id.localeCompare(b.id));
+const fullFold = async (deps: Awaited<ReturnType<typeof endpointsStream>>) => [...(await foldAllEndpoints(deps.js, deps.jsm)).values()].sort((a, b) => a.id.localeCompare(b.id));
 
 test('a directory writes a snapshot every N events; the next one starts from it, folds only what came after, and holds what a full fold holds', async (t) => {
-  const deps = await streams(t);
+  const deps = await endpointsStream(t);
   const ids = await history(deps.js, 10);
   const first = await directory(t, deps, { snapshotEvery: 20, healMs: 100 });
   t.is(first.loaded['from_snapshot'], undefined, 'no snapshot yet: the whole stream');
@@ -76,7 +64,7 @@ test('a directory writes a snapshot every N events; the next one starts from it,
 });
 
 test('a snapshot that cannot be trusted is not used: the whole stream is folded, with a warning', async (t) => {
-  const deps = await streams(t);
+  const deps = await endpointsStream(t);
   await history(deps.js, 4);
   const good = (await directory(t, deps)).d.snapshot();
   const cases: [string, () => Promise<unknown>, RegExp][] = [
@@ -102,7 +90,7 @@ test('a snapshot that cannot be trusted is not used: the whole stream is folded,
 });
 
 test('an event removed from the stream after the snapshot: the directory folds from the start, as without one', async (t) => {
-  const deps = await streams(t);
+  const deps = await endpointsStream(t);
   const [id] = await history(deps.js, 2);
   const snap = (await directory(t, deps)).d.snapshot();
   await writeSnapshot(deps.js, snap);
