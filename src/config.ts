@@ -29,6 +29,8 @@ export interface Config {
   /** The console's NATS user: the operator user of nats.conf (it asks the admin subjects). */
   consoleNatsUser: string | undefined;
   consoleNatsPassword: string | undefined;
+  /** Origins allowed to frame the tenant portal (PORTAL_FRAME_ANCESTORS); none: it cannot be framed. */
+  portalFrameAncestors: string[];
   dataDir: string;
   production: boolean;
   roles: Role[];
@@ -80,6 +82,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'CONSOLE_PORT', default: '8090', meaning: 'listen port of the operator console; 0 picks a free port' },
   { name: 'CONSOLE_NATS_USER', default: '', meaning: 'NATS user of the console (the operator user of nats.conf)' },
   { name: 'CONSOLE_NATS_PASSWORD', default: '', meaning: 'its NATS password' },
+  { name: 'PORTAL_FRAME_ANCESTORS', default: '', meaning: 'origins (https://dashboard.example.com, comma-separated) that may frame the tenant portal' },
   { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys, and the data of the local Postgres and nats-server `npm start` runs when none answers, are kept' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
@@ -143,6 +146,20 @@ function url(env: Env, name: string, fallback: string, protocols: string[], list
     if (!protocols.includes(parsed.protocol)) throw new ConfigError(name, `expected ${protocols.join(' or ')} URL, got ${parsed.protocol}`);
   }
   return raw;
+}
+
+/** A list of origins (scheme, host and port, nothing else), as a CSP frame-ancestors source list takes them. */
+function origins(env: Env, name: string): string[] {
+  const out: string[] = [];
+  for (const raw of str(env, name, '').split(/[\s,]+/).filter(Boolean)) {
+    let origin: string | undefined;
+    try { origin = new URL(raw).origin; } catch { origin = undefined; }
+    if (!origin || origin === 'null' || origin !== raw.replace(/\/$/, '') || !/^https?:$/.test(new URL(raw).protocol)) {
+      throw new ConfigError(name, `expected origins such as https://dashboard.example.com, got ${JSON.stringify(raw)}`);
+    }
+    out.push(origin);
+  }
+  return out;
 }
 
 /** A URL with any password replaced, for messages. */
@@ -212,6 +229,7 @@ export function loadConfig(env: Env = process.env): Config {
     consolePort,
     consoleNatsUser: env['CONSOLE_NATS_USER'] || undefined,
     consoleNatsPassword: env['CONSOLE_NATS_PASSWORD'] || undefined,
+    portalFrameAncestors: origins(env, 'PORTAL_FRAME_ANCESTORS'),
     dataDir: str(env, 'HOOKSTREAM_DATA_DIR', '.hookstream'),
     production: env['NODE_ENV'] === 'production',
     roles: [...new Set(roles)] as Role[],

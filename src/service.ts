@@ -32,6 +32,8 @@ import { createOpsEvents } from './ops/events.ts';
 import { startEndpointHealth } from './delivery/endpoint-health.ts';
 import { startApiServer, type ApiServer } from './api/server.ts';
 import { startConsole, type ConsoleServer } from './console/server.ts';
+import { loadAssets } from './console/assets.ts';
+import { createPortal } from './portal/app.ts';
 
 export interface RunningService {
   readonly nc: NatsConnection;
@@ -188,8 +190,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
       // Without a projector in this process, another instance's progress shows in the checkpoint row.
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
+      const portal = createPortal({
+        orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
+        assets: await loadAssets(), log: log.child({ role: 'portal' }),
+      });
       const { app } = createApi({
         orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
+        portal,
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;

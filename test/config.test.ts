@@ -20,6 +20,7 @@ test('defaults without any variable', (t) => {
     consolePort: 8090,
     consoleNatsUser: undefined,
     consoleNatsPassword: undefined,
+    portalFrameAncestors: [],
     dataDir: '.hookstream',
     production: false,
     roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'],
@@ -214,6 +215,13 @@ test('CONSOLE_PORT may not take the API port or OPS_PORT on the same address (is
   t.throws(() => loadConfig({ OPS_PORT: '9001', CONSOLE_PORT: '9001' }), { instanceOf: ConfigError, message: /^CONSOLE_PORT: 9001 is also OPS_PORT/ });
   t.like(loadConfig({ PORT: '9000', CONSOLE_PORT: '9000', HOOKSTREAM_ROLES: 'console' }), { consolePort: 9000 }, 'no api role: PORT is not listened on');
   t.like(loadConfig({ CONSOLE_HOST: '0.0.0.0', CONSOLE_PORT: '0' }), { consoleHost: '0.0.0.0', consolePort: 0 });
+});
+
+test('PORTAL_FRAME_ANCESTORS takes origins only (issue 19)', (t) => {
+  t.deepEqual(loadConfig({ PORTAL_FRAME_ANCESTORS: 'https://dash.example.com, http://127.0.0.1:3000/' }).portalFrameAncestors, ['https://dash.example.com', 'http://127.0.0.1:3000']);
+  for (const bad of ['dash.example.com', 'https://dash.example.com/path', "https://a.example 'unsafe-inline'", 'javascript:alert(1)', '*']) {
+    t.throws(() => loadConfig({ PORTAL_FRAME_ANCESTORS: bad }), { instanceOf: ConfigError, message: /^PORTAL_FRAME_ANCESTORS: expected origins/ }, bad);
+  }
 });
 
 test('OPS_PORT may not take the API port on an address the API listens on', (t) => {

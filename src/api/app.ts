@@ -1,6 +1,6 @@
 // The management API as a Koa app: request id and error envelope outermost, then a per-request
 // EntityManager, API key authentication, per-key rate limiting, and the routes.
-import Koa from 'koa';
+import Koa, { type Middleware } from 'koa';
 import Router from '@koa/router';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { describeCatalogue } from '../domain/catalogue.ts';
@@ -15,6 +15,8 @@ import { rejectQuery } from './query.ts';
 import { createRateLimiter, rateLimitByKey } from './rate-limit.ts';
 import type { ApiState } from './state.ts';
 import { webhookHandlers } from './webhooks.ts';
+import { emptyInput } from './input.ts';
+import { createPortalLink } from '../portal/sessions.ts';
 
 export interface ApiDeps {
   orm: MikroORM;
@@ -27,6 +29,8 @@ export interface ApiDeps {
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
   now?: () => number;
+  /** The tenant portal's pages (/portal, issue 19); they answer HTML of their own, outside the /v1 envelope. */
+  portal?: Middleware;
 }
 
 export interface RouteInfo {
@@ -63,11 +67,20 @@ export function createApi(deps: ApiDeps): Api {
   router.delete('/v1/webhooks/:id', webhooks.remove);
   router.post('/v1/webhooks/:id/restore', body, webhooks.restore);
   router.post('/v1/webhooks/:id/rotate-secret', body, webhooks.rotateSecret);
+  router.post('/v1/portal/sessions', body, async (ctx) => {
+    rejectQuery(ctx.querystring);
+    emptyInput(ctx.request.body);
+    const link = await createPortalLink(ctx.state.em, { tenant: ctx.state.tenant, keyId: ctx.state.keyId });
+    ctx.status = 201;
+    // The origin this request came to: the link works wherever the tenant's dashboard reaches the API.
+    ctx.body = { url: `${ctx.protocol}://${ctx.host}/portal/start?token=${link.token}`, expires_at: link.expiresAt.toISOString() };
+  });
 
   const app = new Koa<ApiState>();
   // Every error is answered by errorEnvelope; Koa's own printing would only repeat (or leak) it.
   app.silent = true;
   app.on('error', (e: unknown) => log.warn('response failed', { reason: e instanceof Error ? e.message : String(e) }));
+  if (deps.portal) app.use(deps.portal);
   app.use(errorEnvelope(log));
   app.use(async (ctx, next) => {
     ctx.state.em = deps.orm.em.fork();

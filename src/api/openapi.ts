@@ -161,6 +161,14 @@ export const OPENAPI_DOCUMENT = {
         responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once (v1), or the new public key (v1a).'), '404': response('NotFound'), ...withBody, ...common },
       },
     },
+    '/v1/portal/sessions': {
+      post: {
+        operationId: 'createPortalSession', tags: ['webhooks'], summary: 'A link to the tenant portal, for your dashboard to open or frame.',
+        description: 'The link opens the endpoints portal for this key\'s tenant: once, within 5 minutes. The session it starts lasts an hour, acts as this API key (and ends when the key is revoked), and manages endpoints only: no delivery history. Origins that may frame it are set by the deployment (PORTAL_FRAME_ANCESTORS). No body (or `{}`).',
+        requestBody: { required: false, content: { 'application/json': { schema: { type: 'object', additionalProperties: false } } } },
+        responses: { '201': json(ref('PortalSession'), 'The single-use link and when it expires.'), ...withBody, ...common },
+      },
+    },
   },
   components: {
     securitySchemes: {
@@ -172,6 +180,10 @@ export const OPENAPI_DOCUMENT = {
       Endpoint: { oneOf: [endpointV1(), endpointV1a()] },
       // v1: with its signing secret (shown this once); v1a: no secret, only the public key every read shows.
       EndpointCreated: { oneOf: [endpointV1({ signing_secret: ref('SigningSecret') }), endpointV1a()] },
+      PortalSession: {
+        type: 'object', additionalProperties: false, required: ['url', 'expires_at'],
+        properties: { url: { type: 'string', format: 'uri' }, expires_at: { type: 'string', format: 'date-time' } },
+      },
       EndpointList: {
         type: 'object', additionalProperties: false, required: ['data', 'has_more', 'next_cursor'],
         properties: {

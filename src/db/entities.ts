@@ -180,4 +180,21 @@ export const AuditEntry = defineEntity({
 });
 export type AuditEntry = InferEntity<typeof AuditEntry>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry];
+/** A tenant portal link (single use, minutes) or session (an hour), by the sha256 (hex) of its token. */
+export const PortalSession = defineEntity({
+  name: 'PortalSession',
+  tableName: 'portal_sessions',
+  properties: {
+    tokenHash: p.text().primary(),
+    kind: p.text().$type<'link' | 'session'>(),
+    tenant: p.text(),
+    keyId: p.text(),
+    createdAt: p.datetime(),
+    expiresAt: p.datetime().index('portal_sessions_expires_at_idx'),
+    usedAt: p.datetime().nullable(),
+  },
+  checks: [{ name: 'portal_sessions_kind_check', expression: "kind in ('link', 'session')" }],
+});
+export type PortalSession = InferEntity<typeof PortalSession>;
+
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry, PortalSession];

@@ -9,6 +9,7 @@ import { Migration0004DeadLetterSource } from './0004-dead-letter-source.ts';
 import { Migration0005ProjectionSkips } from './0005-projection-skips.ts';
 import { Migration0006IdempotencyKeys } from './0006-idempotency-keys.ts';
 import { Migration0007OperatorsAndAudit } from './0007-operators-and-audit.ts';
+import { Migration0009PortalSessions } from './0009-portal-sessions.ts';
 import { Migration0008DeadLetterTag } from './0008-dead-letter-tag.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
@@ -20,4 +21,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0006-idempotency-keys', class: Migration0006IdempotencyKeys },
   { name: '0007-operators-and-audit', class: Migration0007OperatorsAndAudit },
   { name: '0008-dead-letter-tag', class: Migration0008DeadLetterTag },
+  { name: '0009-portal-sessions', class: Migration0009PortalSessions },
 ];
