@@ -39,12 +39,17 @@ export const serve: Command = {
       process.removeListener('SIGINT', abort).removeListener('SIGTERM', abort);
     }
     await new Promise<void>((resolve) => {
+      // Kept, not once: a repeat would otherwise kill the process mid-shutdown, and Ctrl-C under `npm start`
+      // arrives twice (from the terminal and forwarded by npm), leaving the local servers running.
+      let stopping = false;
       const shutdown = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
         log.info('shutting down', { signal });
         resolve();
       };
-      process.once('SIGTERM', () => shutdown('SIGTERM'));
-      process.once('SIGINT', () => shutdown('SIGINT'));
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+      process.on('SIGINT', () => shutdown('SIGINT'));
     });
     await service.stop();
     await local.stop();
