@@ -102,3 +102,15 @@ test('an event removed from the stream after the snapshot: the directory folds f
   t.is(d.get(id!)!.description, 'v2');
   t.deepEqual(sorted(d), await fullFold(deps));
 });
+
+test('a snapshot that cannot be written is said once, and tried again only after as many events again', async (t) => {
+  const deps = await endpointsStream(t);
+  await deps.jsm.streams.delete(ENDPOINT_SNAPSHOTS_STREAM); // as a server whose nats.conf refuses it would
+  await history(deps.js, 3);
+  const { d, lines } = await directory(t, deps, { snapshotEvery: 5, healMs: 50 });
+  const refused = () => lines.filter((l) => l.msg.startsWith('endpoint directory snapshot not written'));
+  await eventually(async () => (refused().length > 0 ? true : undefined), 10_000, 'the refusal');
+  await new Promise((r) => setTimeout(r, 1000)); // about twenty heal rounds
+  t.is(refused().length, 1, 'not at every sync');
+  t.is(d.lastSeq(), 12, 'the directory itself is fine');
+});

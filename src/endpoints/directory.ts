@@ -372,7 +372,9 @@ export async function startEndpointDirectory(deps: {
       snapshotSeq = taken.seq;
       deps.log.info('endpoint directory snapshot written', { seq: taken.seq, endpoints: taken.states.length, bytes });
     } catch (e) {
-      if (!stopped) deps.log.warn('endpoint directory snapshot not written; trying again later', { reason: describe(e) });
+      // Tried again after as many events again, not at every sync (a server refusing it would flood the log).
+      snapshotSeq = current.applied;
+      if (!stopped) deps.log.warn('endpoint directory snapshot not written; trying again after as many events again', { reason: describe(e), every: snapshotEvery });
     }
   };
 
