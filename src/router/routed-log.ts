@@ -22,6 +22,13 @@ export interface RoutedLog {
   flush(): Promise<void>;
 }
 
+/** One marker subject's contents, as read at `at` (monotonic) and added to since. */
+interface Bucket {
+  at: number;
+  done: [number, number][];
+  partial: Map<number, Set<string>>;
+}
+
 /** How long a bucket read from ROUTED is trusted before it is read again. */
 const BUCKET_CACHE_MS = 5_000;
 /** The longest single wait between tries to write routed events down (250 ms doubling: about 8 s in all). */
@@ -32,7 +39,11 @@ export function createRoutedLog(deps: { jsm: JetStreamManager; publisher: AckedP
   let waiting: JsMsg[] = [];
   let timer: NodeJS.Timeout | undefined;
   let flushing: Promise<void> = Promise.resolve();
-  const buckets = new Map<string, { at: number; done: [number, number][]; partial: Map<number, Set<string>> }>();
+  const buckets = new Map<string, Bucket>();
+  // One read per bucket at a time: the events of a killed instance come back together, hundreds per
+  // bucket, and each read is one request per marker (issue 17: a read each stalled a restarted instance's
+  // router, and with it its deliveries, for over two minutes).
+  const reads = new Map<string, Promise<Bucket>>();
 
   /** Consecutive sequences as ranges. */
   function ranges(seqs: number[]): [number, number][] {
@@ -65,8 +76,10 @@ export function createRoutedLog(deps: { jsm: JetStreamManager; publisher: AckedP
       const results = await Promise.allSettled(pending.map((p) => write(p.subject, { v: 1, done: p.done })));
       for (let i = results.length - 1; i >= 0; i--) {
         if (results[i]!.status !== 'fulfilled') continue;
-        // A bucket read before this write must still know these events when one comes back.
-        buckets.get(pending[i]!.subject)?.done.push(...pending[i]!.done);
+        // A bucket read before this write (or being read) must still know these events when one comes back.
+        const { subject, done } = pending[i]!;
+        buckets.get(subject)?.done.push(...done);
+        void reads.get(subject)?.then((b) => b.done.push(...done), () => {});
         pending.splice(i, 1);
       }
       if (pending.length === 0) break;
@@ -91,10 +104,18 @@ export function createRoutedLog(deps: { jsm: JetStreamManager; publisher: AckedP
     return flushing;
   };
 
-  async function readBucket(subject: string) {
+  function readBucket(subject: string): Promise<Bucket> {
     const cached = buckets.get(subject);
-    if (cached && performance.now() - cached.at < BUCKET_CACHE_MS) return cached;
-    const bucket = { at: performance.now(), done: [] as [number, number][], partial: new Map<number, Set<string>>() };
+    if (cached && performance.now() - cached.at < BUCKET_CACHE_MS) return Promise.resolve(cached);
+    const reading = reads.get(subject);
+    if (reading) return reading;
+    const read: Promise<Bucket> = load(subject).finally(() => { if (reads.get(subject) === read) reads.delete(subject); });
+    reads.set(subject, read);
+    return read;
+  }
+
+  async function load(subject: string): Promise<Bucket> {
+    const bucket: Bucket = { at: performance.now(), done: [], partial: new Map() };
     for (let seq = 0; ;) {
       const m = await jsm.streams.getMessage(ROUTED_STREAM, { next_by_subj: subject, seq } as never).catch(() => null);
       if (!m) break;
@@ -120,6 +141,7 @@ export function createRoutedLog(deps: { jsm: JetStreamManager; publisher: AckedP
       const list = [...stored];
       if (list.length === 0) return;
       buckets.delete(routedSubject(seq));
+      reads.delete(routedSubject(seq));
       await write(routedSubject(seq), { v: 1, partial: { [seq]: list } }).catch((e: unknown) =>
         log.warn('could not write down a partly stored fan-out', { seq, reason: describe(e) }));
     },

@@ -191,3 +191,30 @@ export function instanceEnv(opts: {
     ...opts.extra,
   };
 }
+
+/**
+ * Where a scenario's duplicates came from: `refanned` deliveries stored more than once in the delivery
+ * streams (the router's fan-out published again past the duplicate window), and the POSTs repeated for one
+ * stored delivery, by when the first copy arrived relative to the NATS restart (its ack lost with the server,
+ * or an attempt cut short by the kill).
+ */
+export async function duplicateKinds(ep: Endpoints, nc: NatsConnection, restartedAt: number): Promise<{ refanned: number; repostedBeforeRestart: number; repostedAfterRestart: number; medianGapMs: number }> {
+  const jsm = await jetstreamManager(nc);
+  let stored = 0;
+  for await (const si of jsm.streams.list('deliveries.>')) stored += si.state.last_seq;
+  const firsts = new Map<string, number>();
+  let before = 0;
+  let after = 0;
+  const gaps: number[] = [];
+  ep.receivers.forEach((r, i) => {
+    for (const g of r.received) {
+      const k = `${i}:${(JSON.parse(g.body) as { data: { n: number } }).data.n}`;
+      const first = firsts.get(k);
+      if (first === undefined) { firsts.set(k, g.at); continue; }
+      if (first < restartedAt) before++; else after++;
+      gaps.push(g.at - first);
+    }
+  });
+  gaps.sort((a, b) => a - b);
+  return { refanned: stored - firsts.size, repostedBeforeRestart: before, repostedAfterRestart: after, medianGapMs: gaps[Math.floor(gaps.length / 2)] ?? 0 };
+}

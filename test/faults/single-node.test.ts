@@ -3,11 +3,12 @@
 // started again, and NATS restarted while it catches up. Every delivery must arrive at least once; each
 // scenario prints its duplicates and how long deliveries paused.
 import test from 'ava';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { duplicateKinds, generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 
@@ -63,6 +64,7 @@ test.serial('the service killed mid-burst, then NATS restarted, then the service
 test.serial('the service killed mid-burst and started again, then NATS restarted while it catches up', (t) =>
   withSingleNode('faults_compound', async ({ keys, nats, env, instances, admin, producer }) => {
     const events = Math.max(EVENTS, 5000);
+    let restartedAt = 0;
     instances.push(await startInstance(env));
     const tenant = `tenant_compound_${Date.now()}` as TenantId;
     const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, 4);
@@ -72,10 +74,20 @@ test.serial('the service killed mid-burst and started again, then NATS restarted
       // The new instance is routing and delivering the backlog when NATS goes away.
       await new Promise((r) => setTimeout(r, 1000));
       await nats.stop();
+      restartedAt = Date.now();
       await nats.start();
     });
     const figures = await settle(ep, events, faultAt, 180_000);
-    t.log(`compound fault (kill, restart, NATS restart), nats-server ${admin.info?.version ?? '?'}: ${JSON.stringify({ ...figures, producerRetries: stats.failures })}`);
+    t.log(`compound fault (kill, restart, NATS restart), nats-server ${admin.info?.version ?? '?'}: ${JSON.stringify({ ...figures, producerRetries: stats.failures, ...await duplicateKinds(ep, admin, restartedAt) })}`);
+    // What was left where, for a run that lost deliveries.
+    if (figures.missing > 0) {
+      const jsm = await jetstreamManager(admin);
+      for await (const si of jsm.streams.list()) {
+        t.log(si.config.name, JSON.stringify({ msgs: si.state.messages, first: si.state.first_seq, last: si.state.last_seq }));
+        for await (const ci of jsm.consumers.list(si.config.name)) t.log('  ', ci.name, JSON.stringify({ pending: ci.num_pending, ackPending: ci.num_ack_pending, redelivered: ci.num_redelivered, waiting: ci.num_waiting, delivered: ci.delivered, ackFloor: ci.ack_floor }));
+      }
+      t.log(instances.at(-1)!.output.slice(-6000));
+    }
     await ep.close();
     t.is(figures.missing, 0, 'every delivery arrived at least once');
   }));
