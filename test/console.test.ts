@@ -95,6 +95,7 @@ test.serial('sign in, find a dead letter by its webhook-id, open it (markup stay
   const payload = await page.getByTestId('payload').textContent();
   t.true(payload!.includes(JSON.stringify(MARKUP)), 'the payload is shown as the (JSON) text it is');
   t.is(await page.locator('main img').count(), 0, 'no element was made from it');
+  t.regex((await page.locator('main dl').textContent())!, /Authentication tag\s*valid/);
   t.is(await pwned(page), undefined, 'no script of the payload ran');
   t.deepEqual(dialogs, []);
   t.like((await admin.listAudit({ action: 'dead_letter.show', target: letter.id })).data[0], { operator: 'alice', outcome: 'ok' });

@@ -10,7 +10,7 @@ export interface Asset {
 }
 
 const OWN_CSS = `
-.skip { position: absolute; left: -10000px; }
+.skip, .visually-hidden { position: absolute; left: -10000px; }
 .skip:focus { left: 1rem; top: 1rem; z-index: 10; background: var(--pico-background-color); padding: .5rem; }
 form.inline { display: inline; margin: 0; }
 form.inline button { margin: 0; padding: .25rem .75rem; }

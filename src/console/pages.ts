@@ -66,7 +66,7 @@ const DEAD_LETTER_FILTERS = ['tenant', 'endpoint', 'event', 'since', 'until', 'w
 export const deadLetterFilterOf = (q: Query): Query => Object.fromEntries(DEAD_LETTER_FILTERS.map((k) => [k, q[k] || undefined]));
 
 function deadLetterFilterForm(q: Query): Html {
-  return html`<form method="get" action="/dead-letters" role="search" aria-label="Filter dead letters">
+  return html`<form method="get" action="/dead-letters" aria-label="Filter dead letters">
 <div class="filters">
 ${field('webhook_id', 'Webhook id', q['webhook_id'], { placeholder: 'msg_…' })}
 ${field('tenant', 'Tenant', q['tenant'])}
@@ -111,6 +111,7 @@ export function deadLetterPage(v: Viewer, s: DeadLetterShowOut, flash?: Flash): 
 <dt>Event</dt><dd>${d.event_type}</dd>
 <dt>Died</dt><dd>${time(d.failed_at)} after ${d.attempts} attempts; last: ${dash(d.last_status)} ${dash(d.last_error)}</dd>
 <dt>Status</dt><dd>${d.status}, died ${d.dead_count}×, replayed ${d.replay_count}×${d.last_replayed_at ? html`, last ${time(d.last_replayed_at)}` : ''}</dd>
+<dt>Authentication tag</dt><dd>${s.tag === 'current' || s.tag === 'previous' ? 'valid' : s.tag === 'missing' ? 'missing (stored before tags: see keys reseal-dead-letters)' : 'DOES NOT MATCH: a forged or altered record, not replayable'}</dd>
 </dl>
 <form method="post" action="/dead-letters/${d.id}/replay">
 ${csrfField(v.csrf)}
@@ -146,7 +147,7 @@ ${failed.length ? table('Not replayed', ['Dead letter', 'Why'], failed.map((f) =
 
 export function deliveriesPage(v: Viewer, q: Query, s: DeliveryShowOut | undefined, error?: string): Html {
   return page(v, '/deliveries', 'Deliveries', html`
-<form method="get" action="/deliveries" role="search" aria-label="Find a delivery">
+<form method="get" action="/deliveries" aria-label="Find a delivery">
 <div class="filters">
 ${field('webhook_id', 'Webhook id', q['webhook_id'], { placeholder: 'msg_…', required: true })}
 ${field('endpoint', 'Endpoint', q['endpoint'], { placeholder: 'webhook_…', required: true })}
@@ -170,7 +171,7 @@ ${s.state === 'acknowledged' ? html`<li>then answered 2xx: acknowledged</li>` : 
 
 export function endpointsPage(v: Viewer, q: Query, list: EndpointListOut, flash?: Flash): Html {
   return page(v, '/endpoints', 'Endpoints', html`
-<form method="get" action="/endpoints" role="search" aria-label="Filter endpoints">
+<form method="get" action="/endpoints" aria-label="Filter endpoints">
 <div class="filters">
 ${field('tenant', 'Tenant', q['tenant'])}
 <label for="f-status">Status
@@ -195,7 +196,7 @@ export function rejectedPage(v: Viewer, q: Query, counts: OverviewOut['rejected_
 ${reasons.length ? table('Reasons', ['Reason', 'Events'], reasons.map(([r, n]) => html`<tr><td>${r}</td><td>${n}${counts.capped ? '+' : ''}</td></tr>`)) : html`<p>No event was rejected in the last 24 hours.</p>`}
 </section>
 <section aria-labelledby="h-list"><h2 id="h-list">Newest first</h2>
-<form method="get" action="/rejected-events" role="search" aria-label="Filter rejected events">
+<form method="get" action="/rejected-events" aria-label="Filter rejected events">
 ${field('tenant', 'Tenant', q['tenant'])}<button type="submit">Filter</button>
 </form>
 ${list.data.length ? table('Rejected events', ['Rejected at', 'Reason', 'Subject', 'Size', ''], list.data.map((r) => html`<tr>
@@ -218,7 +219,7 @@ export function rejectedShowPage(v: Viewer, s: RejectedEventShowOut): Html {
 export function auditPage(v: Viewer, q: Query, rows: AuditEntryOut[], next: string | null): Html {
   const filter = { by: q['by'], action: q['action'], target: q['target'] };
   return page(v, '/audit', 'Audit log', html`
-<form method="get" action="/audit" role="search" aria-label="Filter the audit log">
+<form method="get" action="/audit" aria-label="Filter the audit log">
 <div class="filters">${field('by', 'Operator', filter.by)}${field('action', 'Action', filter.action, { placeholder: 'dead_letter.replay' })}${field('target', 'Target', filter.target)}</div>
 <button type="submit">Filter</button>
 </form>
