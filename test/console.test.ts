@@ -25,6 +25,7 @@ let receiver: Receiver;
 let healthy = false;
 let endpointId = '';
 let letter: DeadLetterOut;
+let bulkEndpointId = '';
 
 test.before(async () => {
   h = await startTestService('console', { HOOKSTREAM_RETRY_SCHEDULE: '200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '2s' });
@@ -39,6 +40,11 @@ test.before(async () => {
     const page = await admin.listDeadLetters({ endpoint: endpointId });
     return page.data.length === 1 ? page.data[0] : undefined;
   }, 30_000, 'a dead letter');
+  // A second endpoint whose receiver always fails: two dead letters for "Replay all matching".
+  const down = await h.receiver(() => 500);
+  bulkEndpointId = (await h.store.create('tenant_console' as TenantId, { url: down.url, events: ['organization.*'] })).endpoint.id;
+  for (const id of ['org_1', 'org_2']) await h.publish('tenant_console', 'organization.created', { organizationId: id });
+  await eventually(async () => ((await admin.listDeadLetters({ endpoint: bulkEndpointId })).data.length === 2 ? true : undefined), 30_000, 'two dead letters');
   b = await launchBrowser();
 });
 
@@ -148,6 +154,37 @@ test.serial('every page is one link away and shows what the issue lists; the del
   t.is(await pwned(page), undefined);
   t.deepEqual(dialogs, []);
   t.like((await admin.listAudit({ action: 'rejected_event.show' })).data[0], { operator: 'alice', target: String(rejected.seq) });
+  await context.close();
+});
+
+test.serial('markup in a query comes back in the error as text', async (t) => {
+  const { context, page, dialogs } = await freshPage();
+  await signIn(page);
+  const res = await page.goto(`${url}/dead-letters?webhook_id=${encodeURIComponent(MARKUP)}`);
+  t.is(res!.status(), 400);
+  t.true((await page.getByRole('alert').textContent())!.includes(JSON.stringify(MARKUP)));
+  t.is(await page.getByLabel('Webhook id').inputValue(), MARKUP, 'the field holds it as its value');
+  t.is(await page.locator('main img').count(), 0);
+  t.is(await pwned(page), undefined);
+  t.deepEqual(dialogs, []);
+  await context.close();
+});
+
+test.serial('"Replay all matching" says how many match first, and replays them once confirmed', async (t) => {
+  const { context, page } = await freshPage();
+  await signIn(page);
+  await page.getByRole('link', { name: 'Dead letters', exact: true }).click();
+  await page.getByLabel('Endpoint').fill(bulkEndpointId);
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.getByRole('button', { name: 'Replay all matching' }).or(page.getByRole('link', { name: 'Replay all matching' })).click();
+  t.regex((await page.getByTestId('dry-run').textContent())!, /^2 dead letters match \(endpoint webhook_/);
+  t.is((await admin.listDeadLetters({ endpoint: bulkEndpointId, status: 'dead' })).data.length, 2, 'the dry run replayed nothing');
+  await page.getByRole('button', { name: 'Replay 2 dead letters' }).click();
+  await page.getByText('Replayed 2; 0 could not be replayed.').waitFor();
+  // Each replayed once (the receiver still fails, so they may have died again since).
+  t.deepEqual((await admin.listDeadLetters({ endpoint: bulkEndpointId })).data.map((d) => d.replay_count), [1, 1]);
+  const audit = (await admin.listAudit({ action: 'dead_letters.replay_many', target: `endpoint=${bulkEndpointId}` })).data;
+  t.deepEqual(audit.map((e) => [e.operator, e.detail]), [['alice', 'replayed 2, failed 0 (of 2 matching)'], ['alice', 'dry run: 2 matching']]);
   await context.close();
 });
 
