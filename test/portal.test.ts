@@ -92,6 +92,30 @@ test.serial('a tenant opens a portal link, adds an endpoint, sees the secret onc
   await context.close();
 });
 
+test.serial('edit, delete and restore an endpoint from the portal; the API sees each change', async (t) => {
+  const { endpoint } = await h.store.create('tenant_portal' as TenantId, { url: 'http://127.0.0.1:9/before', events: ['user.created'] });
+  const { context, page } = await b.page();
+  await page.goto(await portalLink(t));
+  await page.getByRole('link', { name: endpoint.id }).click();
+  await page.getByLabel('URL').fill('http://127.0.0.1:9/after');
+  await page.getByLabel('organization.*', { exact: true }).check();
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByText('Saved.').waitFor();
+  t.like((await api.get(`/v1/webhooks/${endpoint.id}`)).body, { url: 'http://127.0.0.1:9/after', events: ['organization.*', 'user.created'] });
+
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await page.getByText('Deleted.').waitFor();
+  t.is((await api.get(`/v1/webhooks/${endpoint.id}`)).body.status, 'deleted');
+  await page.getByRole('button', { name: 'Restore' }).click();
+  await page.getByText('Restored.').waitFor();
+  t.is((await api.get(`/v1/webhooks/${endpoint.id}`)).body.status, 'active');
+
+  await page.getByRole('link', { name: 'Event catalogue' }).click();
+  await page.getByText('organizationInvitation.accepted').waitFor();
+  t.pass();
+  await context.close();
+});
+
 test.serial('the session acts as its API key: another tenant\'s endpoint is not there, bad input gets /v1\'s answer, a revoked key ends it', async (t) => {
   const other = await h.store.create('tenant_other' as TenantId, { url: 'http://127.0.0.1:9/other', events: ['*'] });
   const { key, id: keyId } = await createApiKey(h.service.orm!.em.fork(), 'tenant_portal' as TenantId, 'short-lived');
