@@ -7,6 +7,7 @@ import { onLogLineDropped, type Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
 import { belowFloor, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
+import { logConnectionChanges } from './nats/connection-log.ts';
 import { describe } from './errors.ts';
 import { ensureStreams, startupError } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
@@ -63,6 +64,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
   onLogLineDropped(() => metrics.logLinesDropped.inc());
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
   stops.push(() => nc.drain());
+  logConnectionChanges(nc, log);
   try {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });

@@ -7,9 +7,12 @@ import type { TenantId } from '../src/domain/ids.ts';
 
 let h: TestService;
 let r: Receiver;
+const logged: { msg: string; away_ms?: number }[] = [];
 
 test.before(async () => {
-  h = await startTestService('restart', { HOOKSTREAM_RETRY_SCHEDULE: '500ms,1s,2s,4s,8s' });
+  h = await startTestService('restart', { HOOKSTREAM_RETRY_SCHEDULE: '500ms,1s,2s,4s,8s', HOOKSTREAM_LOG_LEVEL: 'info' }, {
+    logWrite: (line) => logged.push(JSON.parse(line) as { msg: string }),
+  });
   r = await h.receiver();
 });
 test.after.always(() => h?.closeAll());
@@ -59,4 +62,9 @@ test.serial('a NATS server restart loses nothing: the service reconnects and goe
   await eventually(() => (uniqueIds(from).size >= 100 ? true : undefined), 60_000, 'every event delivered after NATS restart');
   const ns = new Set(r.received.slice(from).map((g) => JSON.parse(g.body).data.n as number));
   t.is(ns.size, 100);
+  // The operator sees it in the log: one line when NATS went away, one when it was back.
+  t.is(logged.filter((l) => l.msg === 'lost the connection to NATS; reconnecting').length, 1);
+  const back = logged.filter((l) => l.msg === 'reconnected to NATS');
+  t.is(back.length, 1);
+  t.true((back[0]?.away_ms ?? -1) >= 0);
 });
