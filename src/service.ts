@@ -219,6 +219,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // A client of the admin subjects like the CLI, on a connection of its own; stops before the admin role.
     let consoleServer: ConsoleServer | undefined;
     if (roles.has('console') && orm) {
+      if (!config.consoleNatsUser && config.natsUser) {
+        log.warn('the console asks the admin subjects as NATS_USER; with nats.conf set CONSOLE_NATS_USER=operator (and CONSOLE_NATS_PASSWORD)', { user: config.natsUser });
+      }
       const c = await startConsole({
         orm, natsUrl: config.natsUrl, natsUser: config.consoleNatsUser ?? config.natsUser,
         natsPassword: config.consoleNatsUser ? config.consoleNatsPassword : config.natsPassword,

@@ -5,6 +5,7 @@ import Koa, { type Context } from 'koa';
 import Router from '@koa/router';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AdminClient } from '../admin/client.ts';
+import type { DeadLettersReplayManyOut } from '../admin/protocol.ts';
 import { createRateLimiter } from '../api/rate-limit.ts';
 import { AUDIT_OK, AuditAction, recordAudit } from '../audit/store.ts';
 import { isEndpointId } from '../domain/ids.ts';
@@ -152,7 +153,7 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     if (!form) return;
     const { status: _s, webhook_id: _w, ...filter } = deadLetterFilterOf(Object.fromEntries(form));
     let replayed = 0;
-    const failed = [];
+    const failed: DeadLettersReplayManyOut['failed'] = [];
     let cursor: string | null = null;
     do {
       const r = await admin(ctx).replayDeadLetters({ ...defined(filter), ...(cursor ? { cursor } : {}) });
