@@ -2,7 +2,10 @@
 // (`endpoint_health.<endpointId>`, only the latest kept), written only when that changes (the first
 // failure after a success, the first success after failures, a disable). It survives restarts and is
 // shared by every delivery instance: each folds the stream live (src/delivery/endpoint-health.ts).
+// A record nobody re-writes expires (issue 23: the record of an endpoint whose delete was missed, and old
+// states, stayed for ever); delivery instances re-write a failing active endpoint's record well within it.
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
 import { ensureStream, type EnsureOptions } from './ensure.ts';
 
 export const ENDPOINT_HEALTH_STREAM = 'ENDPOINT_HEALTH';
@@ -16,7 +19,15 @@ export interface EndpointHealthRecord {
   at: string;
 }
 
-export async function ensureEndpointHealthStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
+/**
+ * The stream's max_age. A failing active endpoint's record is re-written once it is a seventh of this old,
+ * so its clock outlives any HOOKSTREAM_DISABLE_AFTER; only a clock nobody delivers for (a deleted or
+ * disabled endpoint, or no delivery instance running for this long) is lost, which only delays a disable.
+ */
+export const ENDPOINT_HEALTH_MAX_AGE_MS = 7 * 24 * 3600_000;
+
+/** `maxAgeMs`: tests shorten it (the delivery role's refresh follows the same option). */
+export async function ensureEndpointHealthStream(jsm: JetStreamManager, opts?: EnsureOptions, maxAgeMs = ENDPOINT_HEALTH_MAX_AGE_MS): Promise<void> {
   await ensureStream(jsm, {
     name: ENDPOINT_HEALTH_STREAM,
     subjects: ['endpoint_health.>'],
@@ -25,5 +36,8 @@ export async function ensureEndpointHealthStream(jsm: JetStreamManager, opts?: E
     discard: DiscardPolicy.Old,
     max_msgs_per_subject: 1,
     max_msg_size: 1024,
+    max_age: nanos(maxAgeMs),
+    // The server's default (2 min), or less for a test's short age: it may not exceed max_age, also on update.
+    duplicate_window: nanos(Math.min(maxAgeMs, 120_000)),
   }, opts);
 }

@@ -8,8 +8,14 @@
 // ENDPOINT_HEALTH (max_msgs_per_subject 1), so a restart does not reset it. Every delivery instance folds
 // that stream live, so a success seen by one instance resets the clock of all (attempts of one endpoint
 // are spread over every instance's pull loop).
-import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject, type EndpointHealthRecord } from '../../streams/endpoint-health.ts';
+//
+// Records expire (the stream's max_age, issue 23), so a failing endpoint's record is re-written while the
+// endpoint is active and failing: every instance looks now and then, and the first whose (jittered) turn
+// comes re-writes it on the sequence it folded, so a refresh never undoes a success written meanwhile and
+// the others see the new record before their turn. A record older than the age is forgotten in memory too.
+import { DeliverPolicy, JetStreamApiCodes, type ConsumerMessages, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { ENDPOINT_HEALTH_MAX_AGE_MS, ENDPOINT_HEALTH_STREAM, endpointHealthSubject, type EndpointHealthRecord } from '../../streams/endpoint-health.ts';
+import { isApiError } from '../../streams/ensure.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { DisabledReason, EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -49,15 +55,23 @@ export async function startEndpointHealth(deps: {
   js: JetStreamClient;
   jsm: JetStreamManager;
   store: Pick<EndpointStore, 'disable'>;
-  directory: EndpointDirectory;
+  directory: Pick<EndpointDirectory, 'get' | 'onChange'>;
   ops: OpsEvents;
   /** HOOKSTREAM_DISABLE_AFTER; 0 never disables for failing. */
   disableAfterMs: number;
   log: Logger;
-  metrics: ServiceMetrics;
+  metrics: Pick<ServiceMetrics, 'endpointsDisabled'>;
+  /** ENDPOINT_HEALTH's max_age (tests shorten it, with the stream's). */
+  maxAgeMs?: number;
 }): Promise<EndpointHealth> {
   const { js, log } = deps;
+  const maxAgeMs = deps.maxAgeMs ?? ENDPOINT_HEALTH_MAX_AGE_MS;
+  // Between a seventh and a fifth of the age: instances' turns differ, and six missed turns lose nothing.
+  const refreshAfterMs = (maxAgeMs / 7) * (1 + Math.random() * 0.4);
   const failingSince = new Map<EndpointId, number>();
+  /** The stored record of each failing endpoint: its sequence, and when it was written (monotonic ms). */
+  const recorded = new Map<EndpointId, { seq: number; writtenAt: number }>();
+  const refreshing = new Set<EndpointId>();
   const disabling = new Set<EndpointId>();
   const work = new Set<Promise<void>>();
   const track = (p: Promise<void>) => {
@@ -76,13 +90,18 @@ export async function startEndpointHealth(deps: {
   };
 
   // The fold: the latest record of every endpoint, then every new one (this and other instances' writes).
-  const applyRecord = (data: unknown) => {
+  const applyRecord = (data: unknown, seq: number, ageMs: number) => {
     const r = data as Partial<EndpointHealthRecord> | undefined;
     if (!r || r.v !== 1 || typeof r.endpoint !== 'string') return;
     const id = r.endpoint as EndpointId;
     const since = typeof r.failing_since === 'string' ? Date.parse(r.failing_since) : NaN;
-    if (Number.isFinite(since)) failingSince.set(id, since);
-    else failingSince.delete(id);
+    if (Number.isFinite(since)) {
+      failingSince.set(id, since);
+      recorded.set(id, { seq, writtenAt: performance.now() - Math.max(0, ageMs) });
+    } else {
+      failingSince.delete(id);
+      recorded.delete(id);
+    }
   };
   const stored = (await deps.jsm.streams.info(ENDPOINT_HEALTH_STREAM)).state.messages;
   const consumer = await js.consumers.get(ENDPOINT_HEALTH_STREAM, { deliver_policy: DeliverPolicy.LastPerSubject });
@@ -92,11 +111,42 @@ export async function startEndpointHealth(deps: {
   if (stored === 0) caughtUp();
   const fold = (async () => {
     for await (const m of messages) {
-      try { applyRecord(m.json()); } catch { /* not JSON: skipped */ }
+      // The record's age by the server's clock against ours, once: from then on the monotonic clock counts.
+      try { applyRecord(m.json(), m.seq, Date.now() - Number(m.timestampNanos / 1_000_000n)); } catch { /* not JSON: skipped */ }
       if (m.info.pending === 0) caughtUp();
     }
   })().catch((e: unknown) => log.error('endpoint health fold stopped', { reason: describe(e) }));
   await Promise.race([ready, new Promise((r) => setTimeout(r, CATCH_UP_MS).unref())]);
+
+  const refresh = async (id: EndpointId, since: number, seq: number): Promise<void> => {
+    const record: EndpointHealthRecord = { v: 1, endpoint: id, failing_since: new Date(since).toISOString(), at: new Date().toISOString() };
+    try {
+      // Only over the record we folded: a success (or another instance's refresh) written since wins.
+      await js.publish(endpointHealthSubject(id), JSON.stringify(record), { expect: { lastSubjectSequence: seq } });
+    } catch (e) {
+      if (!isApiError(e, JetStreamApiCodes.StreamWrongLastSequence)) log.warn('could not re-write endpoint health', { endpoint: id, reason: describe(e) });
+    } finally {
+      refreshing.delete(id);
+    }
+  };
+  const sweep = () => {
+    const now = performance.now();
+    for (const [id, r] of recorded) {
+      const age = now - r.writtenAt;
+      if (age >= maxAgeMs) {
+        // The stream has dropped it: nobody delivered for the endpoint for that long (deleted, disabled).
+        recorded.delete(id);
+        failingSince.delete(id);
+        continue;
+      }
+      const since = failingSince.get(id);
+      if (age < refreshAfterMs || since === undefined || refreshing.has(id) || deps.directory.get(id)?.status !== EndpointStatus.Active) continue;
+      refreshing.add(id);
+      track(refresh(id, since, r.seq));
+    }
+  };
+  const sweeper = setInterval(sweep, refreshAfterMs / 4);
+  sweeper.unref();
 
   async function disable(endpoint: EndpointState, reason: DisabledReason, since: number | null): Promise<void> {
     const id = endpoint.id;
@@ -135,6 +185,7 @@ export async function startEndpointHealth(deps: {
       // A deleted endpoint's clock is forgotten, here and in the stream (issue 23: both only grew); every
       // instance does it, and a purge of an empty subject is nothing. A restore starts a new life.
       failingSince.delete(next.id);
+      recorded.delete(next.id);
       track(deps.jsm.streams.purge(ENDPOINT_HEALTH_STREAM, { filter: endpointHealthSubject(next.id) }).then(() => {}, (e: unknown) => {
         log.warn('could not forget a deleted endpoint\'s health record', { endpoint: next.id, reason: describe(e) });
       }));
@@ -175,6 +226,7 @@ export async function startEndpointHealth(deps: {
       if (deps.disableAfterMs > 0 && r.at - since >= deps.disableAfterMs) startDisable(endpoint, DisabledReason.Failing, since);
     },
     async stop() {
+      clearInterval(sweeper);
       unsubscribe();
       await Promise.allSettled([...work]);
       await messages.close().catch(() => {});
