@@ -41,6 +41,8 @@ export interface Config {
   disableAfterMs: number;
   /** HOOKSTREAM_DEAD_LETTER_BACKSTOP; 0: off. */
   deadLetterBackstopMs: number;
+  /** HOOKSTREAM_DEAD_LETTER_RETENTION; 0 keeps dead letters. */
+  deadLetterRetentionMs: number;
   allowPrivateTargets: boolean;
   /** Each endpoint's lanes in a delivery process: its concurrent attempts there. */
   maxInFlightPerEndpoint: number;
@@ -90,6 +92,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
+  { name: 'HOOKSTREAM_DEAD_LETTER_RETENTION', default: '30d', meaning: 'dead letters are deleted this long after they died (or were last replayed); 0 keeps them' },
   { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
   { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
@@ -237,6 +240,7 @@ export function loadConfig(env: Env = process.env): Config {
     attemptTimeoutMs,
     disableAfterMs: durationOrNever(env, 'HOOKSTREAM_DISABLE_AFTER', '5d'),
     deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
+    deadLetterRetentionMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_RETENTION', '30d'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),

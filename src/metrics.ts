@@ -117,6 +117,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     deadLettersStored: registry.counter('hookstream_dead_letters_stored_total', 'Dead-letter records written'),
     deadLettersBackstop: registry.counter('hookstream_dead_letters_backstop_total', 'Dead deliveries found in their queue by the backstop: their max-deliveries advisory was lost'),
     deadLettersReplayed: registry.counter('hookstream_dead_letters_replayed_total', 'Dead letters replayed'),
+    deadLettersExpired: registry.counter('hookstream_dead_letters_expired_total', 'Dead letters deleted past HOOKSTREAM_DEAD_LETTER_RETENTION'),
     opsEventsPublished: registry.counter('hookstream_ops_events_published_total', 'Operational events stored in OPS, by type'),
     endpointsDisabled: registry.counter('hookstream_endpoints_disabled_total', 'Endpoints this process disabled, by reason'),
     adminRefused: registry.counter('hookstream_admin_requests_refused_total', 'Admin requests left unanswered, by reason'),

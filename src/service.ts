@@ -22,6 +22,7 @@ import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
 import { startDelivery } from './delivery/worker.ts';
 import { createHttpSender } from './delivery/http-sender.ts';
 import { startDeadLetterHandler } from './deadletter/handler.ts';
+import { startDeadLetterRetention } from './deadletter/retention.ts';
 import { deadLetterTaggerOf } from './deadletter/tag.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
@@ -150,6 +151,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
       });
       stops.push(() => handler.stop());
+      if (config.deadLetterRetentionMs > 0) {
+        const retention = startDeadLetterRetention({ orm, retentionMs: config.deadLetterRetentionMs, log: log.child({ role: 'deadletter' }), metrics });
+        stops.push(() => retention.stop());
+      }
     }
 
     // One endpoint store (and target policy) for the roles that command endpoints: delivery disables, the API writes.

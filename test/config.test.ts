@@ -29,6 +29,7 @@ test('defaults without any variable', (t) => {
     attemptTimeoutMs: 15_000,
     disableAfterMs: 5 * 86_400_000,
     deadLetterBackstopMs: 60_000,
+    deadLetterRetentionMs: 30 * 86_400_000,
     allowPrivateTargets: false,
     maxInFlightPerEndpoint: 16,
     maxQueuedPerEndpoint: 100_000,
@@ -91,6 +92,8 @@ test('values are read and parsed', (t) => {
   t.false(loadConfig({ HOOKSTREAM_ALLOW_PRIVATE_TARGETS: 'no' }).allowPrivateTargets);
   t.is(loadConfig({ HOOKSTREAM_DISABLE_AFTER: '0' }).disableAfterMs, 0, '0: never');
   t.is(loadConfig({ HOOKSTREAM_DISABLE_AFTER: '1s' }).disableAfterMs, 1000);
+  t.is(loadConfig({}).deadLetterRetentionMs, 30 * 86_400_000, 'dead letters: 30 days by default');
+  t.is(loadConfig({ HOOKSTREAM_DEAD_LETTER_RETENTION: '0' }).deadLetterRetentionMs, 0, '0: kept');
 });
 
 // [variable, bad value] for every kind of variable.
@@ -105,6 +108,8 @@ const BAD: [string, string][] = [
   ['HOOKSTREAM_DISABLE_AFTER', '5 days'],
   ['HOOKSTREAM_DISABLE_AFTER', '0s'],
   ['HOOKSTREAM_DISABLE_AFTER', 'never'],
+  ['HOOKSTREAM_DEAD_LETTER_RETENTION', 'forever'],
+  ['HOOKSTREAM_DEAD_LETTER_RETENTION', '30 days'],
   // retry schedule
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s,,30s'],
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s;30s'],

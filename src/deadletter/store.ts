@@ -194,3 +194,16 @@ export async function replaceSealed(sql: Sql, id: DeadLetterId, from: Buffer, to
 
 /** The identity a row's tag binds (tag.ts). */
 export const rowIdentity = (row: Pick<DeadLetterRow, 'endpoint_id' | 'tenant' | 'webhook_id' | 'event_type'>) => ({ endpointId: row.endpoint_id, tenant: row.tenant, webhookId: row.webhook_id, eventType: row.event_type });
+
+/**
+ * Delete up to `limit` dead letters that died, and were last replayed, before `before` (retention,
+ * issue 22); how many went. Rows another instance is deleting are skipped, not waited for.
+ */
+export async function deleteExpiredDeadLetters(sql: Sql, before: Date, limit: number): Promise<number> {
+  const rows = await sql.execute<{ id: string }[]>(`
+    with expired as (
+      select id from dead_letters where failed_at < ? and coalesce(last_replayed_at, failed_at) < ?
+      limit ? for update skip locked)
+    delete from dead_letters d using expired where d.id = expired.id returning d.id`, [before, before, limit]);
+  return rows.length;
+}
