@@ -124,6 +124,10 @@ test.serial('sign in, find a dead letter by its webhook-id, open it (markup stay
 test.serial('every page is one link away and shows what the issue lists; the delivery shows its attempts', async (t) => {
   const { context, page, dialogs } = await freshPage();
   await signIn(page);
+  const overview = (await page.locator('main').textContent())!;
+  t.regex(overview, /Endpoints by status[\s\S]*active\s*2/);
+  t.regex(overview, /Dead letters: [1-9]/);
+  t.regex(overview, /Latest operational events[\s\S]*message\.attempt\.exhausted/);
   for (const name of ['Overview', 'Dead letters', 'Deliveries', 'Endpoints', 'Rejected events', 'Audit log']) {
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
     await page.getByRole('heading', { level: 1, name }).waitFor();

@@ -82,7 +82,18 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
     return out;
   }
 
-  async function topBacklogs(): Promise<OverviewOut['backlogs']> {
+  // One consumer listing per DELIVERIES stream (128 by default): shared by the pages asked within 5 s.
+  let backlogs: { at: number; value: Promise<OverviewOut['backlogs']> } | undefined;
+  function topBacklogs(): Promise<OverviewOut['backlogs']> {
+    if (!backlogs || performance.now() - backlogs.at > 5000) {
+      const value = listBacklogs();
+      backlogs = { at: performance.now(), value };
+      value.catch(() => { if (backlogs?.value === value) backlogs = undefined; });
+    }
+    return backlogs.value;
+  }
+
+  async function listBacklogs(): Promise<OverviewOut['backlogs']> {
     const all: OverviewOut['backlogs'] = [];
     for (let shard = 0; shard < shards; shard++) {
       for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
