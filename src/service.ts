@@ -199,7 +199,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
       const portal = createPortal({
         orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
-        assets: await loadAssets(), log: log.child({ role: 'portal' }),
+        assets: await loadAssets(), rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'portal' }),
       });
       const { app } = createApi({
         orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),

@@ -6,6 +6,7 @@ import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInput, updateInput } from '../api/input.ts';
+import { createRateLimiter } from '../api/rate-limit.ts';
 import { endpointOut } from '../api/wire.ts';
 import type { Asset } from '../console/assets.ts';
 import { toString, type Html } from '../console/html.ts';
@@ -39,6 +40,8 @@ export interface PortalDeps {
   /** Origins that may frame the portal (PORTAL_FRAME_ANCESTORS); empty: none. */
   frameAncestors: string[];
   assets: Map<string, Asset>;
+  /** Requests per second per API key, as /v1 allows it (HOOKSTREAM_RATE_LIMIT), counted apart from /v1's. */
+  rateLimitPerSecond: number;
   log: Logger;
 }
 
@@ -64,6 +67,7 @@ export function createPortal(deps: PortalDeps): Middleware {
   const assets = new Map([...deps.assets].map(([path, a]) => [`/portal${path}`, a]));
   assets.set('/portal/assets/portal.js', { type: 'text/javascript; charset=utf-8', body: Buffer.from(COPY_SCRIPT) });
   const router = new Router<PortalState>({ sensitive: true, strict: true });
+  const limiter = createRateLimiter({ perSecond: deps.rateLimitPerSecond });
 
   const send = (ctx: Ctx, body: Html, status = 200) => {
     ctx.status = status;
@@ -191,6 +195,11 @@ export function createPortal(deps: PortalDeps): Middleware {
           return send(ctx, messagePage('Session ended', 'This page needs a portal link: open the webhooks page from your dashboard again.'), 401);
         }
         ctx.state.portal = s;
+        const take = limiter.take(s.keyId);
+        if (!take.ok) {
+          ctx.set('Retry-After', String(take.retryAfterSeconds));
+          return send(ctx, messagePage('Too many requests', `Too many requests; try again in ${take.retryAfterSeconds} s.`), 429);
+        }
       }
       // The router's own context type adds what it sets itself (params, router).
       await routes(ctx as Parameters<typeof routes>[0], async () => {});
