@@ -7,6 +7,7 @@ export default {
     'test/api-openapi.test.ts',
     'test/catalogue.test.ts',
     'test/config.test.ts',
+    'test/console-html.test.ts',
     'test/crypto.test.ts',
     'test/event-data.test.ts',
     'test/retry-after.test.ts',
