@@ -203,7 +203,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       });
       const { app } = createApi({
         orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
-        portal,
+        portal, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey),
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;

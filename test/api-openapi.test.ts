@@ -7,6 +7,7 @@ import { OPENAPI_DOCUMENT } from '../src/api/openapi.ts';
 import { ENDPOINT_CREATE_IN_FIELDS, ENDPOINT_IN_FIELDS, ROTATE_SECRET_IN_FIELDS } from '../src/api/wire.ts';
 import type { EndpointStore } from '../src/endpoints/store.ts';
 import type { Database } from '../src/db/orm.ts';
+import type { SecretSealer } from '../src/crypto/sodium.ts';
 import { silentLogger } from '../src/log.ts';
 import { schemaProblems } from './helpers/api-client.ts';
 
@@ -17,7 +18,7 @@ const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'options', 'head', 'tr
 // The app is only built, never served: no dependency is touched.
 const { routes } = createApi({
   orm: undefined as unknown as Database, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
-  checkUrl: () => undefined, rateLimitPerSecond: 1, log: silentLogger,
+  checkUrl: () => undefined, rateLimitPerSecond: 1, log: silentLogger, sealer: undefined as unknown as SecretSealer,
 });
 
 const registered = routes.map((r) => `${r.method} ${r.path.replace(/:([A-Za-z_]+)/g, '{$1}')}`).sort();

@@ -14,6 +14,7 @@ import type { EndpointStore } from '../src/endpoints/store.ts';
 import { createLogger } from '../src/log.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { ProjectionLagError } from '../projections/wait.ts';
+import { SecretSealer } from '../src/crypto/sodium.ts';
 
 let h: Harness;
 const servers: ApiServer[] = [];
@@ -28,6 +29,7 @@ test.after.always(async () => {
 });
 
 const base = () => h.service.api!.url;
+const sealer = () => new SecretSealer(h.keys.masterKey);
 const newKey = async (tenant: string) => (await createApiKey(h.service.orm!.em.fork(), tenant as TenantId, 'test')).key;
 const as = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<ApiClient> => apiClient(base(), await newKey(tenant), t);
 const endpointBody = (n = 1) => ({ url: `https://hooks.example.com/${n}`, events: ['user.created', 'organization.*'], description: `endpoint ${n}` });
@@ -343,7 +345,7 @@ test('429 with retry-after once a key has spent its tokens; other keys are not a
   let now = 1_000_000;
   const { app } = createApi({
     orm: h.service.orm!, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
-    checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 3, log: createLogger({ write: () => {} }), now: () => now,
+    checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 3, log: createLogger({ write: () => {} }), now: () => now, sealer: sealer(),
   });
   const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: createLogger({ write: () => {} }) });
   servers.push(server);
@@ -365,7 +367,7 @@ test('500 hides the failure from the caller and logs it with the request id', as
   const failing = { create: async () => { throw new Error(`database exploded near ${secret}`); } } as unknown as EndpointStore;
   const { app } = createApi({
     orm: h.service.orm!, store: failing, waitForProjection: async () => {}, checkUrl: (u) => checkTargetUrl(u, false),
-    rateLimitPerSecond: 100, log,
+    rateLimitPerSecond: 100, log, sealer: sealer(),
   });
   const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: createLogger({ write: () => {} }) });
   servers.push(server);
@@ -394,7 +396,7 @@ test('routes answer HEAD for GET and OPTIONS with Allow', async (t) => {
 test('a write whose event the projection has not reached in time still answers (the secret must not be lost)', async (t) => {
   const lines: string[] = [];
   const { app } = createApi({
-    orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100,
+    orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100, sealer: sealer(),
     waitForProjection: async (seq) => { throw new ProjectionLagError('endpoints', seq, seq - 1, 5000); },
     log: createLogger({ write: (line) => lines.push(line) }),
   });

@@ -17,6 +17,7 @@ import type { ApiState } from './state.ts';
 import { webhookHandlers } from './webhooks.ts';
 import { emptyInput } from './input.ts';
 import { createPortalLink } from '../portal/sessions.ts';
+import { answerOnce, type AnswerOnceDeps } from './idempotency.ts';
 
 export interface ApiDeps {
   orm: MikroORM;
@@ -25,6 +26,8 @@ export interface ApiDeps {
   waitForProjection(seq: number): Promise<void>;
   /** The deployment's target policy for endpoint URLs (checkTargetUrl with allowPrivateTargets). */
   checkUrl(url: URL): string | undefined;
+  /** Seals the answers kept for Idempotency-Key retries (HOOKSTREAM_MASTER_KEY). */
+  sealer: AnswerOnceDeps['sealer'];
   rateLimitPerSecond: number;
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
@@ -55,7 +58,7 @@ export const PUBLIC_PATHS: ReadonlySet<string> = OPS_PATHS;
 export function createApi(deps: ApiDeps): Api {
   const log = deps.log.child({ component: 'api' });
   const router = new Router<ApiState>({ sensitive: true });
-  const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, log });
+  const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, sealer: deps.sealer, log });
   const body = jsonBody();
 
   router.get('/v1/openapi.json', (ctx) => { rejectQuery(ctx.querystring); ctx.body = OPENAPI_DOCUMENT; });
@@ -70,10 +73,12 @@ export function createApi(deps: ApiDeps): Api {
   router.post('/v1/portal/sessions', body, async (ctx) => {
     rejectQuery(ctx.querystring);
     emptyInput(ctx.request.body);
-    const link = await createPortalLink(ctx.state.em, { tenant: ctx.state.tenant, keyId: ctx.state.keyId });
-    ctx.status = 201;
-    // The origin this request came to: the link works wherever the tenant's dashboard reaches the API.
-    ctx.body = { url: `${ctx.protocol}://${ctx.host}/portal/start?token=${link.token}`, expires_at: link.expiresAt.toISOString() };
+    // The key's own: a link acts as the API key that asked, so another key's retry is another request.
+    await answerOnce(ctx, { sealer: deps.sealer, log }, { route: 'portal-session', key: ctx.state.keyId }, async () => {
+      const link = await createPortalLink(ctx.state.em, { tenant: ctx.state.tenant, keyId: ctx.state.keyId });
+      // The origin this request came to: the link works wherever the tenant's dashboard reaches the API.
+      return { status: 201, body: { url: `${ctx.protocol}://${ctx.host}/portal/start?token=${link.token}`, expires_at: link.expiresAt.toISOString() } };
+    });
   });
 
   const app = new Koa<ApiState>();

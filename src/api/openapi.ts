@@ -51,6 +51,12 @@ const endpointV1a = () => ({
 const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
 const json = (schema: Json, description: string) => ({ description, content: { 'application/json': { schema } } });
 
+/** The Idempotency-Key header of every POST (src/api/idempotency.ts); `retry`: what a retry is answered. */
+const idempotencyKey = (retry: string) => ({
+  name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 },
+  description: `Printable ASCII (a UUID, say); keys are per tenant. A request retried with the same key and body within 24 hours ${retry}, with \`Idempotent-Replayed: true\`. The same key with another request answers 409, as does a retry while the first is still running; a malformed key 400. A request that failed keeps nothing: its retry runs again.`,
+});
+
 const idParameter = {
   name: 'id', in: 'path', required: true,
   description: 'Webhook endpoint id (`webhook_…`). An id of another tenant answers 404, like one that does not exist.',
@@ -118,10 +124,7 @@ export const OPENAPI_DOCUMENT = {
       },
       post: {
         operationId: 'createWebhook', tags: ['webhooks'], summary: 'Subscribe an endpoint to events.',
-        parameters: [{
-          name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 },
-          description: 'Printable ASCII (a UUID, say). A create retried with the same key and body within 24 hours answers the first create\'s endpoint, signing secret included, with `Idempotent-Replayed: true`, instead of creating a second one; the same key with another body answers 409.',
-        }],
+        parameters: [idempotencyKey('answers the first create\'s endpoint, signing secret included, instead of creating a second one')],
         requestBody: { required: true, content: { 'application/json': { schema: ref('EndpointIn') } } },
         responses: { '201': json(ref('EndpointCreated'), 'The endpoint; for v1 with its signing secret, shown this once (and again to a retry under the same Idempotency-Key); for v1a with its public key.'), '409': response('Conflict'), ...withBody, ...common },
       },
@@ -149,6 +152,7 @@ export const OPENAPI_DOCUMENT = {
       post: {
         operationId: 'restoreWebhook', tags: ['webhooks'], summary: 'Reactivate a deleted or disabled endpoint.',
         description: 'The endpoint is `active` again. A deleted one receives events published from now on; a disabled one also receives the deliveries held while it was disabled. 409 when it is active. No body (or `{}`).',
+        parameters: [idempotencyKey('answers the first restore\'s answer (not a 409 for the endpoint it made active)')],
         responses: { '200': json(ref('Endpoint'), 'The endpoint, active again.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
       },
     },
@@ -157,16 +161,18 @@ export const OPENAPI_DOCUMENT = {
       post: {
         operationId: 'rotateWebhookSecret', tags: ['webhooks'], summary: 'Replace the signing secret (v1) or key pair (v1a).',
         description: 'During the grace period deliveries carry two space-separated signatures, new and old, so receivers can switch without losing a delivery; after it, only the new one. A v1a endpoint gets a new ed25519 key pair and the answer holds its public key.',
+        parameters: [idempotencyKey('answers the first rotation\'s new secret or public key instead of rotating again')],
         requestBody: { required: false, content: { 'application/json': { schema: ref('RotateSecretIn') } } },
-        responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once (v1), or the new public key (v1a).'), '404': response('NotFound'), ...withBody, ...common },
+        responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once (v1; again to a retry under the same Idempotency-Key), or the new public key (v1a).'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
       },
     },
     '/v1/portal/sessions': {
       post: {
         operationId: 'createPortalSession', tags: ['webhooks'], summary: 'A link to the tenant portal, for your dashboard to open or frame.',
         description: 'The link opens the endpoints portal for this key\'s tenant: once, within 5 minutes. The session it starts lasts an hour, acts as this API key (and ends when the key is revoked), and manages endpoints only: no delivery history. Origins that may frame it are set by the deployment (PORTAL_FRAME_ANCESTORS). No body (or `{}`).',
+        parameters: [idempotencyKey('answers the same link instead of making another (still usable once, until it expires); under another API key of the tenant the key is another request')],
         requestBody: { required: false, content: { 'application/json': { schema: { type: 'object', additionalProperties: false } } } },
-        responses: { '201': json(ref('PortalSession'), 'The single-use link and when it expires.'), ...withBody, ...common },
+        responses: { '201': json(ref('PortalSession'), 'The single-use link and when it expires.'), '409': response('Conflict'), ...withBody, ...common },
       },
     },
   },
@@ -260,7 +266,7 @@ export const OPENAPI_DOCUMENT = {
       BadRequest: json(ref('Error'), 'Malformed JSON, or a query parameter that is unknown, repeated or out of range.'),
       Unauthorized: json(ref('Error'), 'Missing, malformed, unknown or revoked API key.'),
       NotFound: json(ref('Error'), 'No such endpoint for this tenant.'),
-      Conflict: json(ref('Error'), 'The endpoint is not in a state that allows this (or changed concurrently).'),
+      Conflict: json(ref('Error'), 'The endpoint is not in a state that allows this (or changed concurrently), or the Idempotency-Key belongs to another request or to one still running.'),
       PayloadTooLarge: json(ref('Error'), 'The body is larger than 64 KB.'),
       UnsupportedMediaType: json(ref('Error'), 'The body is not application/json.'),
       ValidationFailed: json(ref('Error'), 'One or more fields are invalid or unknown; `details` names each.'),

@@ -8,7 +8,7 @@ import { SignatureScheme } from '../domain/signature.ts';
 import { ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
-import { claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash } from './idempotency.ts';
+import { answerOnce, claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash, type AnswerOnceDeps } from './idempotency.ts';
 import { parseListQuery, rejectQuery } from './query.ts';
 import type { ApiState } from './state.ts';
 import { endpointOut, type EndpointCreatedOut, type EndpointListOut, type EndpointOut, type RotateSecretOut } from './wire.ts';
@@ -18,6 +18,8 @@ export interface WebhookDeps {
   /** Resolves once the endpoint projection has applied stream sequence `seq` (rejects after a timeout). */
   waitForProjection(seq: number): Promise<void>;
   checkUrl(url: URL): string | undefined;
+  /** Seals the answers kept for Idempotency-Key retries. */
+  sealer: AnswerOnceDeps['sealer'];
   log: Logger;
 }
 
@@ -99,20 +101,26 @@ export function webhookHandlers(deps: WebhookDeps) {
       rejectQuery(ctx.querystring);
       const id = pathId(ctx);
       emptyInput(ctx.request.body);
-      ctx.body = await afterWrite(ctx, await deps.store.restore(ctx.state.tenant, id));
+      // A retry of a restore that worked is no 409 (already active) with the key.
+      await answerOnce(ctx, deps, { route: 'restore', id }, async () => ({
+        status: 200, body: await afterWrite(ctx, await deps.store.restore(ctx.state.tenant, id)),
+      }));
     },
 
     async rotateSecret(ctx: Ctx) {
       rejectQuery(ctx.querystring);
       const id = pathId(ctx);
       const graceMs = graceInput(ctx.request.body);
-      const result = await deps.store.rotateSecret(ctx.state.tenant, id, graceMs);
-      await afterWrite(ctx, result);
-      // v1a: the new pair's public key (the private key never leaves hookstream); v1: the new secret.
-      const body: RotateSecretOut = result.endpoint.signatureScheme === SignatureScheme.V1a
-        ? { id: result.endpoint.id, signing_public_key: result.endpoint.signingPublicKey! }
-        : { id: result.endpoint.id, ...secretOut(result.signingSecret) };
-      ctx.body = body;
+      // With the key, a retry gets the new secret shown once instead of a second rotation.
+      await answerOnce(ctx, deps, { route: 'rotate-secret', id, graceMs }, async () => {
+        const result = await deps.store.rotateSecret(ctx.state.tenant, id, graceMs);
+        await afterWrite(ctx, result);
+        // v1a: the new pair's public key (the private key never leaves hookstream); v1: the new secret.
+        const body: RotateSecretOut = result.endpoint.signatureScheme === SignatureScheme.V1a
+          ? { id: result.endpoint.id, signing_public_key: result.endpoint.signingPublicKey! }
+          : { id: result.endpoint.id, ...secretOut(result.signingSecret) };
+        return { status: 200, body };
+      });
     },
   };
 }

@@ -66,7 +66,10 @@ export const ProjectionSkip = defineEntity({
 });
 export type ProjectionSkip = InferEntity<typeof ProjectionSkip>;
 
-/** An `Idempotency-Key` of a tenant's create and the endpoint id it claimed (src/api/idempotency.ts). */
+/**
+ * A tenant's `Idempotency-Key` (src/api/idempotency.ts): a create's claims the endpoint id; another POST's
+ * keeps its first answer, sealed.
+ */
 export const IdempotencyKey = defineEntity({
   name: 'IdempotencyKey',
   tableName: 'idempotency_keys',
@@ -74,7 +77,8 @@ export const IdempotencyKey = defineEntity({
     tenant: p.text().primary(),
     key: p.text().primary(),
     requestHash: p.text(),
-    endpointId: p.text(),
+    endpointId: p.text().nullable(),
+    answer: p.text().nullable(),
     createdAt: p.datetime().index('idempotency_keys_created_at_idx'),
   },
 });
