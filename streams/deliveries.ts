@@ -4,7 +4,7 @@
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureStream, type DurableDefinition, type EnsureOptions } from './ensure.ts';
+import { ensureStream, isApiError, type DurableDefinition, type EnsureOptions } from './ensure.ts';
 import { ConfigError } from '../src/errors.ts';
 
 export const DELIVERIES_PREFIX = 'DELIVERIES_';
@@ -16,6 +16,14 @@ export const DELIVERY_MAX_BODY = DELIVERY_MAX_MSG_SIZE - 4 * 1024;
 export const MAX_QUEUED_PER_ENDPOINT = 100_000;
 /** nats-server's answer to a publish past a subject's limit with discard_new_per_subject (10077). */
 export const QUEUE_FULL_CODE = 10077;
+/**
+ * Consumers (endpoints) one delivery stream takes. nats-server 2.15 caps every stream at 1,000 consumers
+ * unless the stream sets a positive limit of its own (measured, bench/nats-primitives.ts); 2.9 has no cap
+ * but slows long before this many (10,000 on one stream: 81 s to create, 512 MB).
+ */
+export const DELIVERY_MAX_CONSUMERS = 100_000;
+/** nats-server's answer to an invalid stream update, such as 2.9's refusal to change max_consumers (10052). */
+const STREAM_INVALID_CONFIG = 10052;
 
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
 export const DeliveryHeader = {
@@ -83,7 +91,7 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
   // Streams from before the count was declared were created all at once: their number is their count.
   if (existing.length > 0 && existing.every((s) => s.declared === undefined) && existing.length !== shards) throw mismatch(existing.length);
   for (let shard = 0; shard < shards; shard++) {
-    await ensureStream(jsm, {
+    const def = {
       name: deliveryStream(shard),
       subjects: [`deliveries.${shard}.>`],
       description: shardDescription(shard, shards),
@@ -98,7 +106,17 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       max_msgs_per_subject: maxQueued,
       discard: DiscardPolicy.New,
       discard_new_per_subject: true,
-    }, opts);
+      max_consumers: DELIVERY_MAX_CONSUMERS,
+    };
+    try {
+      await ensureStream(jsm, def, opts);
+    } catch (e) {
+      // A stream created before the limit was set, on a server that cannot change it (2.9): such a server
+      // has no default cap either, so the stream stays unlimited. Any other refusal comes back below.
+      if (!isApiError(e, STREAM_INVALID_CONFIG)) throw e;
+      const { max_consumers: _unchanged, ...rest } = def;
+      await ensureStream(jsm, rest, opts);
+    }
   }
 }
 

@@ -1,0 +1,342 @@
+// What one nats-server does with the JetStream behaviours hookstream's 2.9-era workarounds rely on, and
+// whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
+// nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
+//   node bench/nats-primitives.ts [--only timing,scale,new] [--consumers 1000,10000]
+//   NATS_SERVER_BIN=$(bin/fetch-nats-server) node bench/nats-primitives.ts
+// Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
+// machine: compare the ratios within a run, and timings to the expected values printed beside them.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { headers, nanos, type NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { endpointConsumer, ensureDeliveryStreams, deliveryAddress } from '../streams/deliveries.ts';
+import { planNextAttempt } from '../src/delivery/next-attempt.ts';
+import { describe } from '../src/errors.ts';
+import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
+import { sleep } from './time.ts';
+
+const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+const figures: Record<string, unknown> = {};
+const say = (key: string, value: unknown, note = '') => {
+  figures[key] = value;
+  process.stderr.write(`  ${key.padEnd(34)} ${JSON.stringify(value).padStart(22)}  ${note}\n`);
+};
+const round = (ms: number) => Math.round(ms);
+
+interface Server { url: string; pid: number; stop(): void }
+
+/** A fresh server with its own store. Stopped with SIGKILL: 2.15.1 takes minutes to stop holding 10,000 consumers. */
+async function startServer(): Promise<Server> {
+  const port = await freePort();
+  const store = mkdtempSync(join(tmpdir(), 'hookstream-primitives-'));
+  const proc: ChildProcess = spawn(BINARY, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', store], { stdio: 'ignore' });
+  await waitForPort(port, 10_000);
+  return {
+    url: `nats://127.0.0.1:${port}`, pid: proc.pid!,
+    stop: () => { proc.kill('SIGKILL'); rmSync(store, { recursive: true, force: true }); },
+  };
+}
+
+const rssMb = (pid: number) => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Math.round(Number(m[1]) / 1024) : null;
+};
+
+async function withServer<T>(fn: (nc: NatsConnection, js: JetStreamClient, jsm: JetStreamManager, server: Server) => Promise<T>): Promise<T> {
+  const server = await startServer();
+  const nc = await connect({ servers: server.url });
+  try {
+    return await fn(nc, jetstream(nc), await jetstreamManager(nc, { timeout: 60_000 }), server);
+  } finally {
+    await nc.close();
+    server.stop();
+  }
+}
+
+async function workQueue(jsm: JetStreamManager, name: string, extra: Record<string, unknown> = {}): Promise<void> {
+  await jsm.streams.add({ name, subjects: [`${name}.>`], retention: RetentionPolicy.Workqueue, storage: StorageType.File, ...extra });
+}
+
+/**
+ * Consumes `stream`/`consumer` and calls `act` on each delivery (ms since the first, the message) until
+ * `done` says so or `timeoutMs` passes; returns every delivery's time and count.
+ */
+async function observe(
+  js: JetStreamClient, stream: string, consumer: string,
+  act: (m: JsMsg, at: number) => void, done: (seen: { at: number; n: number; subject: string }[]) => boolean, timeoutMs: number,
+): Promise<{ at: number; n: number; subject: string }[]> {
+  const c = await js.consumers.get(stream, consumer);
+  const msgs = await c.consume({ max_messages: 10, expires: 1000 });
+  const seen: { at: number; n: number; subject: string }[] = [];
+  const start = performance.now();
+  const timer = setTimeout(() => void msgs.stop(), timeoutMs);
+  for await (const m of msgs) {
+    const at = performance.now() - start;
+    seen.push({ at, n: m.info.deliveryCount, subject: m.subject });
+    act(m, at);
+    if (done(seen)) break;
+  }
+  clearTimeout(timer);
+  await msgs.close().catch(() => {});
+  return seen;
+}
+
+const gaps = (seen: { at: number }[]) => seen.slice(1).map((s, i) => round(s.at - seen[i]!.at));
+
+/** A consumer like an endpoint's: explicit ack, the given backoff (ack_wait = backoff[0]), filtered to `subject`. */
+async function backoffConsumer(jsm: JetStreamManager, stream: string, name: string, backoff: number[], maxDeliver: number, filter = `${stream}.${name}`) {
+  await jsm.consumers.add(stream, {
+    durable_name: name, filter_subject: filter, ack_policy: AckPolicy.Explicit,
+    ...(backoff.length ? { ack_wait: nanos(backoff[0]!), backoff: backoff.map(nanos) } : { ack_wait: nanos(10_000) }),
+    max_deliver: maxDeliver,
+  });
+}
+
+// (a) redelivery timing, (c) working(), (e) the max-deliveries advisory: what next-attempt.ts, in-flight.ts
+// and the dead-letter backstop assume.
+async function timing(): Promise<void> {
+  await withServer(async (nc, js, jsm) => {
+    await workQueue(jsm, 'T');
+    const backoff = [500, 1000, 2000];
+
+    await backoffConsumer(jsm, 'T', 'noack', backoff, 5);
+    await js.publish('T.noack', 'x');
+    say('a_noack_gaps_ms', gaps(await observe(js, 'T', 'noack', () => {}, (s) => s.length >= 4, 8000)), `left unacked; backoff ${backoff}`);
+
+    await backoffConsumer(jsm, 'T', 'nak300', backoff, 5);
+    await js.publish('T.nak300', 'x');
+    say('a_nak300_gaps_ms', gaps(await observe(js, 'T', 'nak300', (m) => m.nak(300), (s) => s.length >= 4, 8000)),
+      'nak(300) with backoff; 2.9 quirk: 300 + backoff[n-1] - backoff[0] = 300, 800, 1800');
+
+    await backoffConsumer(jsm, 'T', 'plain', [], 5);
+    await js.publish('T.plain', 'x');
+    say('a_nak300_nobackoff_gaps_ms', gaps(await observe(js, 'T', 'plain', (m) => m.nak(300), (s) => s.length >= 4, 8000)), 'nak(300) without backoff: 300 each');
+
+    // next-attempt.ts's arithmetic: the nak it computes should land on the schedule's steps.
+    await backoffConsumer(jsm, 'T', 'planned', backoff, 5);
+    await js.publish('T.planned', 'x');
+    say('a_planned_gaps_ms', gaps(await observe(js, 'T', 'planned', (m) => {
+      m.nak(planNextAttempt({ now: 0, step: backoff[Math.min(m.info.deliveryCount, backoff.length) - 1]!, firstStep: backoff[0]! }).delayMs);
+    }, (s) => s.length >= 4, 8000)), `planNextAttempt's nak; on schedule: ${backoff}`);
+
+    // The one-timer quirk: B's first redelivery (500 ms step) while A waits on its 3,000 ms step, both unacked.
+    await backoffConsumer(jsm, 'T', 'timer', [500, 3000], 5, 'T.timer.>');
+    await js.publish('T.timer.a', 'a');
+    const seen = await observe(js, 'T', 'timer', (m) => {
+      if (m.subject === 'T.timer.a' && m.info.deliveryCount === 2) void js.publish('T.timer.b', 'b');
+    }, (s) => s.filter((x) => x.subject === 'T.timer.b').length >= 2, 10_000);
+    const b = seen.filter((x) => x.subject === 'T.timer.b');
+    say('a_unacked_short_step_behind_long_ms', b.length >= 2 ? round(b[1]!.at - b[0]!.at) : seen.map((x) => [x.subject, x.n, round(x.at)]),
+      'B unacked on a 500 ms step while A waits 3,000: 500 if each has its own timer');
+
+    // (c) working() on the 2nd delivery (step 4,000 ms; ack_wait 1,000 ms), 1,000 ms after it arrived.
+    await backoffConsumer(jsm, 'T', 'working', [1000, 4000], 5);
+    await js.publish('T.working', 'x');
+    const w = await observe(js, 'T', 'working', (m) => {
+      if (m.info.deliveryCount === 2) setTimeout(() => m.working(), 1000);
+    }, (s) => s.length >= 3, 10_000);
+    say('c_working_next_ms', w.length >= 3 ? round(w[2]!.at - w[1]!.at) : null,
+      'after working() at +1,000 on a 4,000 ms step: 5,000 = reset to the step, 2,000 = to ack_wait, 4,000 = ignored');
+
+    // (e) max deliveries: the advisory, and what the counts the backstop compares say afterwards.
+    for (const waiting of [true, false]) {
+      const name = waiting ? 'dead' : 'deadidle';
+      await backoffConsumer(jsm, 'T', name, [300], 2);
+      const advisories: number[] = [];
+      const t0 = performance.now();
+      const sub = nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.T.${name}`, { callback: () => void advisories.push(round(performance.now() - t0)) });
+      await js.publish(`T.${name}`, 'x');
+      if (waiting) await observe(js, 'T', name, () => {}, () => false, 1500);
+      else {
+        // One-message fetches: once each has its message, no pull request is left waiting at the server.
+        const c = await js.consumers.get('T', name);
+        for (let i = 0; i < 2; i++) for await (const m of await c.fetch({ max_messages: 1, expires: 3000 })) void m;
+        await sleep(1500);
+      }
+      const ci = await jsm.consumers.info('T', name);
+      const si = await jsm.streams.info('T', { subjects_filter: `T.${name}` });
+      const stored = si.state.subjects?.[`T.${name}`] ?? 0;
+      sub.unsubscribe();
+      say(`e_advisory_${waiting ? 'pull_waiting' : 'no_pull'}`, { advisories: advisories.length, stored, pending: ci.num_pending, ack_pending: ci.num_ack_pending },
+        'the backstop counts stored - pending - ack_pending as dropped');
+    }
+  });
+}
+
+/** `p` settles within `ms`, else the answer is "no answer". */
+const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then(() => { throw new Error(`no answer in ${ms} ms`); })]);
+
+// (d) the newer primitives: does each exist and work here, by behaviour, not by version number.
+async function newer(): Promise<void> {
+  await withServer(async (nc, js, jsm) => {
+    await workQueue(jsm, 'N');
+
+    // Consumer pause (2.11) instead of the client-side hold: a delivery waiting for its retry while the
+    // endpoint is disabled must neither come back nor die; it should come back after the resume.
+    try {
+      await backoffConsumer(jsm, 'N', 'paused', [300], 3);
+      await js.publish('N.paused', 'x');
+      const pauseMs = 2000;
+      let pauseError: string | null = null;
+      const seen = await observe(js, 'N', 'paused', (m) => {
+        if (m.info.deliveryCount === 1) {
+          jsm.consumers.pause('N', 'paused', new Date(Date.now() + pauseMs)).catch((e: unknown) => { pauseError = describe(e); });
+        } else m.ack();
+      }, (s) => s.length >= 2, 5000);
+      const ci = await jsm.consumers.info('N', 'paused');
+      const second = seen[1];
+      const works = second !== undefined && second.at - seen[0]!.at >= pauseMs - 100;
+      say('d_consumer_pause', { works, redelivered_after_ms: second ? round(second.at - seen[0]!.at) : null, paused_field: ci.paused ?? null, error: pauseError },
+        `paused ${pauseMs} ms right after the 1st delivery (retry due in 300 ms)`);
+    } catch (e) {
+      say('d_consumer_pause', { works: false, error: describe(e) });
+    }
+
+    // Per-message TTL (2.11).
+    try {
+      const si = await jsm.streams.add({ name: 'TTL', subjects: ['ttl.>'], allow_msg_ttl: true });
+      const h = headers();
+      h.set('Nats-TTL', '1s');
+      await js.publish('ttl.x', 'x', { headers: h });
+      await sleep(2500);
+      const left = (await jsm.streams.info('TTL')).state.messages;
+      say('d_message_ttl', { works: left === 0 && si.config.allow_msg_ttl === true, left_after_2500ms: left, config_kept: si.config.allow_msg_ttl ?? false });
+    } catch (e) {
+      say('d_message_ttl', { works: false, error: describe(e) });
+    }
+
+    // Delayed message scheduling (2.12): `@at` a time, published to a target subject then.
+    try {
+      await jsm.streams.add({ name: 'SCHED', subjects: ['sched.>'], allow_msg_schedules: true });
+      const t0 = performance.now();
+      await js.publish('sched.s1', 'x', { schedule: { specification: new Date(Date.now() + 1500), target: 'sched.t1' } });
+      let at: number | null = null;
+      while (performance.now() - t0 < 5000 && at === null) {
+        const m = await jsm.streams.getMessage('SCHED', { last_by_subj: 'sched.t1' }).catch(() => null);
+        if (m) at = round(performance.now() - t0);
+        else await sleep(50);
+      }
+      say('d_delayed_schedule', { works: at !== null && at >= 1400, target_stored_after_ms: at }, 'asked for +1,500 ms');
+    } catch (e) {
+      say('d_delayed_schedule', { works: false, error: describe(e) });
+    }
+
+    // Atomic batch publish (2.12): within one stream; hookstream's fan-out spans delivery shards.
+    try {
+      await jsm.streams.add({ name: 'BATCH', subjects: ['batch.>'], allow_atomic: true });
+      await jsm.streams.add({ name: 'BATCH2', subjects: ['batch2.>'], allow_atomic: true });
+      const b = await within(js.startBatch('batch.1', 'a'), 3000);
+      b.add('batch.2', 'b');
+      const ack = await within(b.commit('batch.3', 'c'), 3000);
+      const stored = (await jsm.streams.info('BATCH')).state.messages;
+      let across = 'committed';
+      try {
+        const c = await within(js.startBatch('batch.4', 'a'), 3000);
+        await within(c.commit('batch2.1', 'b'), 3000);
+      } catch (e) {
+        across = `refused: ${describe(e)}`;
+      }
+      say('d_atomic_batch', { works: stored === 3 && ack.count === 3, stored, across_two_streams: across });
+    } catch (e) {
+      say('d_atomic_batch', { works: false, error: describe(e), stored: (await jsm.streams.info('BATCH').catch(() => null))?.state.messages ?? null });
+    }
+
+    // Pinned-client priority groups (2.11): is the policy kept, and does a second puller get nothing?
+    try {
+      const ci = await jsm.consumers.add('N', {
+        durable_name: 'pinned', filter_subject: 'N.pinned', ack_policy: AckPolicy.Explicit,
+        priority_groups: ['g'], priority_policy: 'pinned_client',
+      } as never);
+      const kept = (ci.config as { priority_policy?: string }).priority_policy ?? null;
+      say('d_pinned_client', { works: kept === 'pinned_client', policy_kept: kept });
+    } catch (e) {
+      say('d_pinned_client', { works: false, error: describe(e) });
+    }
+
+    // Message tracing (2.11): a publish with Nats-Trace-Dest yields trace events.
+    const traces: number[] = [];
+    const sub = nc.subscribe('trace.dest', { callback: () => void traces.push(1) });
+    const h = headers();
+    h.set('Nats-Trace-Dest', 'trace.dest');
+    nc.publish('N.traced', 'x', { headers: h });
+    await nc.flush();
+    await sleep(500);
+    sub.unsubscribe();
+    say('d_message_trace', { works: traces.length > 0, trace_events: traces.length });
+  });
+}
+
+// (b) consumers on one stream against the same consumers spread over 128 shards (HOOKSTREAM_DELIVERY_SHARDS).
+async function scale(counts: number[]): Promise<void> {
+  const schedule = [1000, 5000, 30_000];
+  for (const n of counts) {
+    for (const shards of [1, 128]) {
+      await withServer(async (_nc, js, jsm, server) => {
+        const tag = `b_${n}_on_${shards}`;
+        await ensureDeliveryStreams(jsm, shards, 100_000);
+        const ids = Array.from({ length: n }, (_, i) => `ep_${String(i).padStart(6, '0')}`);
+        let t0 = performance.now();
+        const queue = [...ids];
+        await Promise.all(Array.from({ length: 32 }, async () => {
+          for (let id = queue.pop(); id; id = queue.pop()) {
+            await jsm.consumers.add(deliveryAddress(id, shards).stream, endpointConsumer(id, { shards, retrySchedule: schedule, maxQueued: 100_000 }));
+          }
+        }));
+        const createS = (performance.now() - t0) / 1000;
+        process.stderr.write(`  … ${tag}: ${n} consumers created in ${createS.toFixed(1)} s\n`);
+
+        // Fan-out: 10,000 deliveries over every endpoint in turn, 64 publishes in flight.
+        const total = 10_000;
+        t0 = performance.now();
+        let next = 0;
+        await Promise.all(Array.from({ length: 64 }, async () => {
+          for (let i = next++; i < total; i = next++) await js.publish(deliveryAddress(ids[i % n]!, shards).subject, 'x'.repeat(512));
+        }));
+        const publishRate = total / ((performance.now() - t0) / 1000);
+        process.stderr.write(`  … ${tag}: ${Math.round(publishRate)} publishes/s\n`);
+
+        // Delivery: 100 endpoints, 50 queued each, drained at once (fetch and ack).
+        const active = ids.slice(0, 100);
+        await Promise.all(active.map(async (id) => {
+          for (let i = 0; i < 50; i++) await js.publish(deliveryAddress(id, shards).subject, 'y'.repeat(512));
+        }));
+        t0 = performance.now();
+        let got = 0;
+        let fetchErrors = 0;
+        // Each also holds its share of the fan-out (endpoint k got every n-th delivery from k on).
+        const fannedOut = (k: number) => Math.floor(total / n) + (k < total % n ? 1 : 0);
+        await Promise.all(active.map(async (id, k) => {
+          const c = await js.consumers.get(deliveryAddress(id, shards).stream, id);
+          for (let left = 50 + fannedOut(k); left > 0;) {
+            // A server too slow to send its heartbeats ends the fetch: counted, and fetched again.
+            try {
+              const batch = await c.fetch({ max_messages: Math.min(left, 25), expires: 20_000 });
+              for await (const m of batch) { await m.ackAck(); got++; left--; }
+            } catch {
+              fetchErrors++;
+            }
+          }
+        }));
+        const drainRate = got / ((performance.now() - t0) / 1000);
+        say(tag, { create_s: Math.round(createS * 10) / 10, publish_per_s: Math.round(publishRate), deliver_ack_per_s: Math.round(drainRate), fetch_errors: fetchErrors, server_rss_mb: rssMb(server.pid) },
+          `${n} consumers on ${shards} stream(s)`);
+      });
+    }
+  }
+}
+
+const args = process.argv.slice(2);
+const opt = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
+const only = new Set((opt('--only') ?? 'timing,new,scale').split(','));
+const counts = (opt('--consumers') ?? '1000,10000').split(',').map(Number);
+
+const version = await withServer(async (nc) => nc.info?.version ?? 'unknown');
+process.stderr.write(`nats-server ${version} (${BINARY})\n`);
+figures['server_version'] = version;
+if (only.has('timing')) await timing();
+if (only.has('new')) await newer();
+if (only.has('scale')) await scale(counts);
+process.stdout.write(JSON.stringify(figures) + '\n');
