@@ -130,13 +130,15 @@ test('a success ends the re-writing: the clock does not come back', async (t) =>
   }
 });
 
+// The stream as versions before issue 23 made it.
+const addUnbounded = (jsm: JetStreamManager) => jsm.streams.add({
+  name: ENDPOINT_HEALTH_STREAM, subjects: ['endpoint_health.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
+  discard: DiscardPolicy.Old, max_msgs_per_subject: 1, max_msg_size: 1024,
+});
+
 test('an existing ENDPOINT_HEALTH without max_age gets it in place, records kept; a later change of age applies too', async (t) => {
   const { js, jsm } = await endpointsStream(t);
-  // The stream as earlier versions made it.
-  await jsm.streams.add({
-    name: ENDPOINT_HEALTH_STREAM, subjects: ['endpoint_health.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
-    discard: DiscardPolicy.Old, max_msgs_per_subject: 1, max_msg_size: 1024,
-  });
+  await addUnbounded(jsm);
   const id = newEndpointId();
   await js.publish(endpointHealthSubject(id), JSON.stringify({ v: 1, endpoint: id, failing_since: new Date().toISOString(), at: new Date().toISOString() }));
 
@@ -154,4 +156,19 @@ test('an existing ENDPOINT_HEALTH without max_age gets it in place, records kept
   t.is(info.config.duplicate_window, nanos(1500));
   await eventually(async () => ((await latest(jsm, id)) === null ? true : undefined), 10_000, 'the record expired under the shorter age');
   t.pass();
+});
+
+test('the upgrade keeps failing clocks older than the new age: they are re-written before it applies', async (t) => {
+  const { js, jsm } = await endpointsStream(t);
+  await addUnbounded(jsm);
+  const failing = newEndpointId();
+  const healthy = newEndpointId();
+  const since = new Date(Date.now() - 30 * DAY_MS).toISOString();
+  await js.publish(endpointHealthSubject(failing), JSON.stringify({ v: 1, endpoint: failing, failing_since: since, at: new Date().toISOString() }));
+  await js.publish(endpointHealthSubject(healthy), JSON.stringify({ v: 1, endpoint: healthy, failing_since: null, at: new Date().toISOString() }));
+  await new Promise((r) => setTimeout(r, 2000)); // both older than the age below
+  await ensureEndpointHealthStream(jsm, undefined, 1500);
+  const kept = await latest(jsm, failing);
+  t.is(kept?.record.failing_since, since, 'the failing clock survived the new age');
+  t.is(await latest(jsm, healthy), null, 'a healthy record has nothing to keep');
 });
