@@ -147,6 +147,7 @@ export async function startEndpointHealth(deps: {
   };
   const sweeper = setInterval(sweep, refreshAfterMs / 4);
   sweeper.unref();
+  sweep(); // now too: after a long stop, records near the age are re-written before the next look
 
   async function disable(endpoint: EndpointState, reason: DisabledReason, since: number | null): Promise<void> {
     const id = endpoint.id;
