@@ -11,7 +11,7 @@ import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
-import { createOperator } from '../src/operators/store.ts';
+import { createOperator, revokeOperator } from '../src/operators/store.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
 const MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">';
@@ -240,6 +240,27 @@ test.serial('the sign-in form is usable from the keyboard alone', async (t) => {
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await page.keyboard.press('Tab');
   t.is(await focused(page, 'textContent'), 'Skip to content');
+  await context.close();
+});
+
+test.serial('a session ends at its expiry, and when its operator is revoked', async (t) => {
+  const { key: bobKey } = await createOperator(h.service.orm!.em.fork(), 'bob');
+  const { context, page } = await freshPage();
+  await signIn(page, bobKey);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  const bob = await h.service.orm!.em.fork().execute<{ id: string }[]>("select id from operators where name = 'bob'");
+  await h.service.orm!.em.fork().execute("update console_sessions set expires_at = now() - interval '1 second' where operator_id = ?", [bob[0]!.id]);
+  await page.goto(`${url}/audit`);
+  t.is(new URL(page.url()).pathname, '/sign-in', 'an expired session is no session, whatever the cookie says');
+
+  await signIn(page, bobKey);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  await revokeOperator(h.service.orm!.em.fork(), 'bob');
+  await page.goto(`${url}/audit`);
+  t.is(new URL(page.url()).pathname, '/sign-in', 'revoking the operator ends the session');
+  await signIn(page, bobKey);
+  await page.getByText('Unknown or revoked operator key.').waitFor();
+  t.pass();
   await context.close();
 });
 
