@@ -130,6 +130,17 @@ test('a success ends the re-writing: the clock does not come back', async (t) =>
   }
 });
 
+test('an attempt that ends after its endpoint was deleted records no clock', async (t) => {
+  const { js, jsm, directory, startHealth } = await setup(t);
+  const ep = await createEndpoint(js, directory, newEndpointId());
+  const health = await startHealth(60_000);
+  await js.publish(endpointSubject(ep.id), JSON.stringify({ v: 1, type: 'endpoint.deleted', id: ep.id, at: new Date().toISOString() }));
+  await directory.sync();
+  health.onAttemptResult(ep, { ok: false, status: 500, at: Date.now() });
+  await health.stop(); // waits for the writes it started
+  t.is(await latest(jsm, ep.id), null);
+});
+
 // The stream as versions before issue 23 made it.
 const addUnbounded = (jsm: JetStreamManager) => jsm.streams.add({
   name: ENDPOINT_HEALTH_STREAM, subjects: ['endpoint_health.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,

@@ -220,6 +220,8 @@ export async function startEndpointHealth(deps: {
         return;
       }
       if (since === undefined) {
+        // An attempt that was under way when its endpoint was deleted: its clock was just forgotten.
+        if (deps.directory.get(id)?.status === EndpointStatus.Deleted) return;
         failingSince.set(id, r.at);
         track(write(id, r.at, r.at));
         return;
