@@ -1,8 +1,7 @@
 // The operator CLI as a user runs it (bin/hookstream as a child process): tables by default, --json for
 // scripts, exit code 0 on success, 1 on a failure, 2 on a wrong invocation.
 import test from 'ava';
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runCli, type CliRun } from './helpers/cli.ts';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
@@ -13,23 +12,15 @@ import { jetstream } from '@nats-io/jetstream';
 import { connectNats } from '../src/nats/connect.ts';
 import { endpointSubject } from '../streams/endpoints.ts';
 
-const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
-
 let h: TestService;
 let r: Receiver;
 let healthy = false;
 let endpointId = '';
 let letters: DeadLetterOut[] = [];
 
-interface Run { code: number; stdout: string; stderr: string }
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(BIN, args, {
-      env: { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', ...env },
-      timeout: 60_000,
-    }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
-  });
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', ...env });
 }
 
 test.before(async () => {

@@ -3,8 +3,7 @@
 // dead-letter key pair each move to a new key with no lost secret and no delivery that fails to verify,
 // and no command output or log line shows a secret or a key.
 import test from 'ava';
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runCli, type CliRun } from './helpers/cli.ts';
 import sodium from 'libsodium-wrappers';
 import { Webhook } from 'standardwebhooks';
 import { eventually } from './helpers/service.ts';
@@ -19,7 +18,6 @@ import { applyEndpointEvent, isEndpointEvent } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 import { ENDPOINTS_STREAM, endpointSubject } from '../streams/endpoints.ts';
 
-const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
 const TENANT = 'tenant_rot' as TenantId;
 
 let h: TestService;
@@ -32,17 +30,11 @@ const secrets: string[] = [];
 let k1: ReturnType<typeof generateKeys>;
 const k2 = { master: '', deadLetter: { publicKey: '', secretKey: '' } };
 
-interface Run { code: number; stdout: string; stderr: string }
 
-function cli(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    const base: Record<string, string | undefined> = { ...process.env };
-    for (const name of Object.keys(base)) if (name.startsWith('HOOKSTREAM_')) delete base[name];
-    execFile(BIN, args, {
-      env: { ...base, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', ...env },
-      timeout: 60_000,
-    }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
-  });
+function cli(args: string[], env: Record<string, string>): Promise<CliRun> {
+  const base: Record<string, string | undefined> = { ...process.env };
+  for (const name of Object.keys(base)) if (name.startsWith('HOOKSTREAM_')) delete base[name];
+  return runCli(args, { ...base, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', ...env });
 }
 
 function assertNoSecrets(t: { false(v: boolean, m?: string): void }, text: string, where: string): void {

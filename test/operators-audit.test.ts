@@ -3,8 +3,7 @@
 // is recorded by the admin role with the name the request carries, whether the CLI or another client
 // asks; CLI revokes are recorded by the CLI; `audit list` shows it all.
 import test from 'ava';
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runCli, type CliRun } from './helpers/cli.ts';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { AdminRequestError, connectAsOperator, createAdminClient, type AdminClient } from '../src/admin/client.ts';
@@ -13,23 +12,15 @@ import { authenticateOperator } from '../src/operators/store.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 
-const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
-
 let h: TestService;
 let nc: NatsConnection;
 let alice: AdminClient;
 let endpointId = '';
 let letters: DeadLetterOut[] = [];
 
-interface Run { code: number; stdout: string; stderr: string }
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(BIN, args, {
-      env: { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_OPERATOR: '', ...env },
-      timeout: 60_000,
-    }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
-  });
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_OPERATOR: '', ...env });
 }
 
 const audit = async (filter: { operator?: string; action?: string; target?: string } = {}): Promise<AuditEntryOut[]> =>

@@ -1,0 +1,14 @@
+// `bin/hookstream` as a user runs it: a child process with the given environment, its exit code and output.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/hookstream', import.meta.url));
+
+export interface CliRun { code: number; stdout: string; stderr: string }
+
+export function runCli(args: string[], env: Record<string, string | undefined>): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(BIN, args, { env, timeout: 60_000 }, (error, stdout, stderr) =>
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }));
+  });
+}
