@@ -1,8 +1,8 @@
 // What one nats-server does with the JetStream behaviours hookstream's 2.9-era workarounds rely on, and
 // whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
 // nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
-//   node bench/nats-primitives.ts [--only timing,scale,new] [--consumers 1000,10000]
-//   NATS_SERVER_BIN=$(bin/fetch-nats-server) node bench/nats-primitives.ts
+//   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
+//   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -186,10 +186,9 @@ async function newer(): Promise<void> {
           jsm.consumers.pause('N', 'paused', new Date(Date.now() + pauseMs)).catch((e: unknown) => { pauseError = describe(e); });
         } else m.ack();
       }, (s) => s.length >= 2, 5000);
-      const ci = await jsm.consumers.info('N', 'paused');
       const second = seen[1];
       const works = second !== undefined && second.at - seen[0]!.at >= pauseMs - 100;
-      say('d_consumer_pause', { works, redelivered_after_ms: second ? round(second.at - seen[0]!.at) : null, paused_field: ci.paused ?? null, error: pauseError },
+      say('d_consumer_pause', { works, redelivered_after_ms: second ? round(second.at - seen[0]!.at) : null, error: pauseError },
         `paused ${pauseMs} ms right after the 1st delivery (retry due in 300 ms)`);
     } catch (e) {
       say('d_consumer_pause', { works: false, error: describe(e) });
