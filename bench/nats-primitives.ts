@@ -243,7 +243,7 @@ async function newer(): Promise<void> {
       say('d_atomic_batch', { works: false, error: describe(e), stored: (await jsm.streams.info('BATCH').catch(() => null))?.state.messages ?? null });
     }
 
-    // Pinned-client priority groups (2.11): is the policy kept, and does a second puller get nothing?
+    // Pinned-client priority groups (2.11): does the server keep the policy (nats.js refuses it below 2.11)?
     try {
       const ci = await jsm.consumers.add('N', {
         durable_name: 'pinned', filter_subject: 'N.pinned', ack_policy: AckPolicy.Explicit,
