@@ -22,7 +22,8 @@ import {
 import {
   clearCookie, formRefusal, PRE_SESSION_COOKIE, readCookie, readForm, SESSION_COOKIE, setCookie, setSecurityHeaders,
 } from './security.ts';
-import { createSession, csrfTokenOf, deleteSession, findSession, isToken, newPreSessionToken, SESSION_TTL_MS, type Session } from './sessions.ts';
+import { createSession, csrfTokenOf, deleteSession, findSession, SESSION_TTL_MS, type Session } from './sessions.ts';
+import { isToken, newToken } from '../crypto/tokens.ts';
 
 export interface ConsoleDeps {
   orm: MikroORM;
@@ -82,7 +83,7 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     if (ctx.state.session) return ctx.redirect('/');
     let pre = readCookie(ctx, PRE_SESSION_COOKIE);
     if (!isToken(pre)) {
-      pre = newPreSessionToken();
+      pre = newToken();
       setCookie(ctx, PRE_SESSION_COOKIE, pre, 3600);
     }
     send(ctx, signInPage(csrfTokenOf(pre)));
@@ -92,7 +93,7 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     const pre = readCookie(ctx, PRE_SESSION_COOKIE);
     const form = await readForm(ctx);
     const again = (message: string, status: number) => {
-      const fresh = newPreSessionToken();
+      const fresh = newToken();
       setCookie(ctx, PRE_SESSION_COOKIE, fresh, 3600);
       send(ctx, signInPage(csrfTokenOf(fresh), message), status);
     };

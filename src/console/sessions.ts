@@ -2,13 +2,11 @@
 // the cookie holds 32 random bytes, the table only their sha256. A session lasts SESSION_TTL_MS from
 // sign-in, and only while its operator is not revoked. The CSRF token of a session is derived from its
 // token, so forms need no stored state and a token from another session is worthless.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { isToken, newToken, tokenDigest as digest } from '../crypto/tokens.ts';
 
 export const SESSION_TTL_MS = 8 * 3600_000;
-const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
-
-const digest = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex');
 
 export interface Session {
   token: string;
@@ -18,7 +16,7 @@ export interface Session {
 }
 
 export async function createSession(em: EntityManager, operator: { id: string; name: string }, now = new Date()): Promise<Session> {
-  const token = randomBytes(32).toString('base64url');
+  const token = newToken();
   const expiresAt = new Date(now.getTime() + SESSION_TTL_MS);
   // Expired sessions are removed as new ones begin: the table holds only live ones and a few stale.
   await em.execute('delete from console_sessions where expires_at < ?', [now]);
@@ -30,7 +28,7 @@ export async function createSession(em: EntityManager, operator: { id: string; n
 
 /** The live session of a cookie value: not expired, its operator not revoked. */
 export async function findSession(em: EntityManager, token: string | undefined): Promise<Session | undefined> {
-  if (!token || !TOKEN_SHAPE.test(token)) return undefined;
+  if (!isToken(token)) return undefined;
   const [row] = await em.execute<{ operator_id: string; name: string; expires_at: Date | string }[]>(
     `select s.operator_id, o.name, s.expires_at from console_sessions s join operators o on o.id = s.operator_id
      where s.token_hash = ? and s.expires_at > now() and o.revoked_at is null`,
@@ -53,5 +51,3 @@ export function csrfMatches(secret: string, presented: unknown): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export const newPreSessionToken = (): string => randomBytes(32).toString('base64url');
-export const isToken = (s: string | undefined): s is string => s !== undefined && TOKEN_SHAPE.test(s);

@@ -1,12 +1,12 @@
 // Operators (issue 19) in Postgres: create, list, revoke, authenticate. An operator key is `hs_op_` + 32
 // random bytes (base64url), shown once and kept only as its sha256, as API keys are (src/apikeys): the
 // database compares digests of 256-bit random keys, the final check is a constant-time compare.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Operator } from '../db/entities.ts';
 import { newIdBody } from '../domain/ids.ts';
 import { conflict, notFound } from '../errors.ts';
-import { sameHash } from '../apikeys/key.ts';
+import { hashKey, sameHash } from '../apikeys/key.ts';
 
 const KEY_PREFIX = 'hs_op_';
 const KEY_SHAPE = /^hs_op_[A-Za-z0-9_-]{43}$/;
@@ -23,7 +23,6 @@ const OPERATOR_NAME = /^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,63}$/;
 export const isOperatorName = (s: unknown): s is string => typeof s === 'string' && OPERATOR_NAME.test(s);
 
 export const isWellFormedOperatorKey = (s: string): boolean => KEY_SHAPE.test(s);
-const hashKey = (key: string): Buffer => createHash('sha256').update(key, 'utf8').digest();
 
 /** An operator as listings show it: never the key, never its hash. */
 export interface OperatorInfo {
