@@ -1,6 +1,6 @@
 // Wiring: one process runs the roles it is given (HOOKSTREAM_ROLES or `serve --roles`), each started
 // from the configuration and stopped in reverse order, so in-flight work finishes before connections close.
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
 import { onLogLineDropped, type Logger } from './log.ts';
@@ -9,7 +9,7 @@ import { belowFloor, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-vers
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { logConnectionChanges } from './nats/connection-log.ts';
 import { describe } from './errors.ts';
-import { ensureStreams, startupError } from '../streams/index.ts';
+import { ensureStreams, startupJetStreamManager } from '../streams/index.ts';
 import { loadKeys } from './crypto/keys.ts';
 import { SecretSealer, sealForDeadLetters } from './crypto/sodium.ts';
 import { createWebhookIdCodec, deriveWebhookIdKey } from './domain/webhook-id.ts';
@@ -68,7 +68,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
   logConnectionChanges(nc, log);
   try {
     const js = jetstream(nc);
-    const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
+    const jsm = await startupJetStreamManager(nc);
     const serverVersion = nc.info?.version;
     log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
     if (belowFloor(serverVersion)) {

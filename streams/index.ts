@@ -1,5 +1,6 @@
 // Every stream the service needs, created or brought up to date in one call at start-up.
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { ensureEventsStream } from './events.ts';
 import { ensureEndpointsStream } from './endpoints.ts';
 import { ensureDeliveryStreams } from './deliveries.ts';
@@ -50,6 +51,18 @@ export async function ensureStreams(
       await new Promise((r) => setTimeout(r, wait));
     }
   }
+}
+
+/**
+ * The manager start-up uses. nats.js checks the account with a request by default: on a cluster electing
+ * its meta leader that request timed out before ensureStreams' patience began (a CI run's fault scenario
+ * failed there). A server without JetStream says so in its INFO, so that mistake still fails at once.
+ */
+export async function startupJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {
+  if (nc.info && nc.info.jetstream !== true) {
+    throw new UnreachableError('JetStream is not enabled on nats-server: start it with -js (or jetstream {} in its configuration)');
+  }
+  return jetstreamManager(nc, { checkAPI: false });
 }
 
 /** Any failure of start-up's JetStream calls as one line that says what to do (never a stack). */

@@ -4,10 +4,10 @@ import test from 'ava';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
-import { ensureStreams } from '../streams/index.ts';
+import { ensureStreams, startupJetStreamManager } from '../streams/index.ts';
 import { ensureConsumer } from '../streams/ensure.ts';
 import { deliveryAddress, deliveryStream, endpointConsumer } from '../streams/deliveries.ts';
-import { isHookstreamError } from '../src/errors.ts';
+import { isHookstreamError, UnreachableError } from '../src/errors.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
 
 const conns: NatsConnection[] = [];
@@ -90,4 +90,13 @@ test('three whole services starting at once on an empty server and database all 
   for (const r of results) if (r.status === 'fulfilled') await r.value.stop();
   await db.drop();
   t.deepEqual(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)), []);
+});
+
+test('a server without JetStream stops start-up at once with what to do', async (t) => {
+  const nats = await startNatsServer({ jetstream: false });
+  servers.push(nats);
+  const nc = await connectNats({ url: nats.url });
+  conns.push(nc);
+  const error = await t.throwsAsync(startupJetStreamManager(nc), { instanceOf: UnreachableError });
+  t.regex(error!.message, /start it with -js/);
 });

@@ -1,5 +1,5 @@
 // What CLI commands share: the configuration, a logger, and short-lived NATS/JetStream connections.
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { withAdminClient, type AdminClient } from '../admin/client.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -8,7 +8,7 @@ import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
 import { useLocalServers } from '../local/index.ts';
-import { ensureStreams, startupError } from '../../streams/index.ts';
+import { ensureStreams, startupJetStreamManager } from '../../streams/index.ts';
 import { userInfo } from 'node:os';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { UsageError } from './command.ts';
@@ -59,7 +59,7 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' });
   try {
     const js = jetstream(nc);
-    const jsm = await jetstreamManager(nc).catch((e: unknown) => { throw startupError(e); });
+    const jsm = await startupJetStreamManager(nc);
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
     });

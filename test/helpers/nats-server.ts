@@ -48,12 +48,12 @@ export interface NatsServer {
   dispose(): Promise<void>;
 }
 
-export async function startNatsServer(opts: { config?: string } = {}): Promise<NatsServer> {
+export async function startNatsServer(opts: { config?: string; jetstream?: boolean } = {}): Promise<NatsServer> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'hookstream-nats-'));
   let proc: ChildProcess | undefined;
   const start = async () => {
-    const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+    const args = ['-a', '127.0.0.1', '-p', String(port), ...(opts.jetstream === false ? [] : ['-js']), '-sd', storeDir];
     if (opts.config) args.push('-c', opts.config);
     proc = spawn(BINARY, args, { stdio: 'ignore' });
     await waitForPort(port, 10_000);
