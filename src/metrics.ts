@@ -126,6 +126,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     attemptSeconds: registry.histogram('hookstream_attempt_duration_seconds', 'Duration of delivery attempts',
       [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
     messagesHeld: registry.gauge('hookstream_delivery_messages_held', 'Deliveries this process holds: in their attempt, or waiting for a lane or a rate-limit token'),
+    messagesParked: registry.gauge('hookstream_delivery_messages_parked', 'Keyed deliveries this process holds behind the head of their ordering key (ordering: key)'),
     logLinesDropped: registry.counter('hookstream_log_lines_dropped_total', 'Log lines dropped because stderr was not keeping up'),
     directorySkipped: registry.counter('hookstream_directory_events_skipped_total', 'Endpoint events the endpoint directory skipped (the fold every reader uses refused them)'),
     directoryLag: registry.gauge('hookstream_directory_lag_seconds', 'Seconds since the endpoint directory last proved itself complete, while it is not (0 when it is)'),

@@ -40,6 +40,8 @@ export const DeliveryHeader = {
   EndpointVersion: 'hookstream-endpoint-version',
   /** The event's EVENTS sequence (issue 17): the delivery role writes down under it that the delivery is stored. */
   EventSeq: 'hookstream-event-seq',
+  /** The ordering key of a delivery on a per-key subject (issue 21), in plain. */
+  OrderingKey: 'hookstream-ordering-key',
 } as const;
 
 /** FNV-1a: a stable, fast spread of endpoint ids over shards. */
@@ -62,6 +64,32 @@ export interface DeliveryAddress {
 export function deliveryAddress(endpointId: string, shards: number): DeliveryAddress {
   const shard = shardOf(endpointId, shards);
   return { stream: deliveryStream(shard), subject: `deliveries.${shard}.${endpointId}` };
+}
+
+// Issue 21: an endpoint with `ordering: key` gets each keyed delivery on a subject of its key,
+// `deliveries.<n>.<endpointId>.k.<token>` in the same stream, read by a second consumer of its own (named
+// below; consumer names cannot hold '.'), so the stream itself tells the oldest delivery of a key still
+// waiting (src/delivery/ordered-gate.ts). Unkeyed deliveries and replays keep the plain subject.
+const KEYED_SUFFIX = '-key';
+
+/** The per-key subject of `token` (src/domain/ordering-key.ts) at an endpoint. */
+export const keyedSubject = (endpointId: string, shards: number, token: string) => `${deliveryAddress(endpointId, shards).subject}.k.${token}`;
+/** Every per-key subject of an endpoint: its keyed consumer's filter. */
+export const keyedSubjects = (endpointId: string, shards: number) => `${deliveryAddress(endpointId, shards).subject}.>`;
+/** The name of an endpoint's keyed consumer. */
+export const keyedConsumerName = (endpointId: string) => `${endpointId}${KEYED_SUFFIX}`;
+
+/** The endpoint a delivery consumer serves, and whether it is its keyed consumer. */
+export function consumerEndpoint(consumer: string): { endpoint: string; keyed: boolean } {
+  return consumer.endsWith(KEYED_SUFFIX)
+    ? { endpoint: consumer.slice(0, -KEYED_SUFFIX.length), keyed: true }
+    : { endpoint: consumer, keyed: false };
+}
+
+/** Whether `subject` is one of the endpoint's delivery subjects, plain or per key. */
+export function isEndpointSubject(subject: string, endpointId: string, shards: number): boolean {
+  const plain = deliveryAddress(endpointId, shards).subject;
+  return subject === plain || (subject.startsWith(`${plain}.k.`) && !subject.slice(plain.length + 3).includes('.'));
 }
 
 /** Each delivery stream says in its description how many shards its set has, for the check below. */
@@ -127,13 +155,13 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
  */
 export function endpointConsumer(
   endpointId: string,
-  opts: { shards: number; retrySchedule: number[]; maxQueued: number; replicas?: number },
+  opts: { shards: number; retrySchedule: number[]; maxQueued: number; replicas?: number; keyed?: boolean },
 ): DurableDefinition & { filter_subject: string } {
   return {
-    durable_name: endpointId,
+    durable_name: opts.keyed ? keyedConsumerName(endpointId) : endpointId,
     // HOOKSTREAM_REPLICAS, as every other stream and consumer (streams/ensure.ts); absent leaves it as it is.
     ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }),
-    filter_subject: deliveryAddress(endpointId, opts.shards).subject,
+    filter_subject: opts.keyed ? keyedSubjects(endpointId, opts.shards) : deliveryAddress(endpointId, opts.shards).subject,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     // With backoff set, nats-server uses backoff[0] as ack_wait; the delivery role calls working()

@@ -82,7 +82,7 @@ test('request bodies document exactly the fields the handlers accept', (t) => {
 test('the schema check used by the API tests does reject what the document forbids', (t) => {
   const endpoint = {
     id: 'webhook_01m82berktzg6gq4amwtxqvwrb', url: 'https://a.example.com', events: ['user.*'], description: null,
-    status: 'active', signature_scheme: 'v1', rate_limit: null, disabled_reason: null, disabled_at: null,
+    status: 'active', signature_scheme: 'v1', rate_limit: null, ordering: 'none', disabled_reason: null, disabled_at: null,
     created_at: '2026-11-22T19:24:16.890Z', updated_at: '2026-11-22T19:24:16.890Z',
   };
   const schema = { $ref: '#/components/schemas/Endpoint' };

@@ -2,7 +2,7 @@
 // real Postgres: every route, every error status, tenant isolation, and the envelope on every failure.
 // Every response is also checked against the OpenAPI document (test/helpers/api-client.ts).
 import test from 'ava';
-import { startHarness, type Harness } from './helpers/service.ts';
+import { eventually, startHarness, type Harness } from './helpers/service.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey, revokeApiKey } from '../src/apikeys/store.ts';
 import { createApi } from '../src/api/app.ts';
@@ -95,7 +95,7 @@ test('POST /v1/webhooks creates an endpoint: 201 with the signing secret, shown 
   t.like(res.body, { url: 'https://hooks.example.com/1', events: ['user.created', 'organization.*'], description: 'endpoint 1', status: 'active' });
   t.is(res.body.created_at, res.body.updated_at);
   t.is(res.headers.get('location'), `/v1/webhooks/${res.body.id}`);
-  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'disabled_at', 'disabled_reason', 'events', 'id', 'rate_limit', 'signature_scheme', 'signing_secret', 'status', 'updated_at', 'url']);
+  t.deepEqual(Object.keys(res.body).sort(), ['created_at', 'description', 'disabled_at', 'disabled_reason', 'events', 'id', 'ordering', 'rate_limit', 'signature_scheme', 'signing_secret', 'status', 'updated_at', 'url']);
   t.is(res.body.signature_scheme, 'v1');
 
   // Read-your-writes: the projection already has it.
@@ -309,6 +309,29 @@ test('rate_limit: an integer 1..10,000 on create and PATCH, shown on the endpoin
   t.is(cleared.status, 200);
   t.is(cleared.body.rate_limit, null);
   t.is((await c.get(`/v1/webhooks/${created.body.id}`)).body.rate_limit, null);
+});
+
+test('ordering: none by default, key on create and PATCH, shown on every read; anything else 422', async (t) => {
+  const c = await as(t, 'tenant_ordering');
+  const plain = await c.post('/v1/webhooks', endpointBody(6));
+  t.is(plain.body.ordering, 'none');
+  const created = await c.post('/v1/webhooks', { ...endpointBody(7), ordering: 'key' });
+  t.is(created.status, 201);
+  t.is(created.body.ordering, 'key');
+  t.is((await c.get(`/v1/webhooks/${created.body.id}`)).body.ordering, 'key');
+  for (const bad of ['KEY', 'fifo', null, 1, true]) {
+    const res = await c.post('/v1/webhooks', { ...endpointBody(8), ordering: bad });
+    envelope(t, res, 422, 'validation_failed');
+    t.deepEqual(res.body.error.details.map((d: { field: string }) => d.field), ['ordering'], JSON.stringify(bad));
+    envelope(t, await c.patch(`/v1/webhooks/${created.body.id}`, { ordering: bad }), 422, 'validation_failed');
+  }
+  t.is((await c.patch(`/v1/webhooks/${created.body.id}`, { description: 'other' })).body.ordering, 'key', 'left alone by other changes');
+  t.is((await c.patch(`/v1/webhooks/${created.body.id}`, { ordering: 'none' })).body.ordering, 'none');
+  // The list reads the projection: it shows the change once projected.
+  await eventually(async () => {
+    const list = await c.get('/v1/webhooks');
+    return list.body.data.find((e: { id: string; ordering: string }) => e.id === created.body.id && e.ordering === 'none') ? true : undefined;
+  }, 10_000, 'the projection to show ordering none');
 });
 
 test('422 names every field that fails validation, unknown fields included', async (t) => {

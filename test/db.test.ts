@@ -31,14 +31,14 @@ const newId = () => `webhook_${newIdBody()}`;
 
 function record(tenant: string, id = newId()): EndpointRecord {
   const now = new Date();
-  return { id, tenant, url: `https://example.com/${id}`, events: ['user.*'], description: null, status: 'active', signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, disabledReason: null, disabledAt: null, createdAt: now, updatedAt: now, version: 1 };
+  return { id, tenant, url: `https://example.com/${id}`, events: ['user.*'], description: null, status: 'active', signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, ordering: 'none', disabledReason: null, disabledAt: null, createdAt: now, updatedAt: now, version: 1 };
 }
 
 test('migrations create exactly the schema the entities describe', async (t) => {
   const diff = await orm.schema.getUpdateSchemaSQL({ wrap: false });
   t.is(diff.replace(/set names '[^']*';/g, '').trim(), '');
   const executed = await orm.migrator.getExecuted();
-  t.deepEqual(executed.map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers']);
+  t.deepEqual(executed.map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers', '0011-endpoint-ordering']);
 });
 
 test('opening creates a missing database, and opening again (also twice at once) migrates nothing twice', async (t) => {
@@ -54,7 +54,7 @@ test('opening creates a missing database, and opening again (also twice at once)
   });
   const [a, b] = await Promise.all([openDatabase(url.toString(), silentLogger), openDatabase(url.toString(), silentLogger)]);
   try {
-    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers']);
+    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers', '0011-endpoint-ordering']);
     t.deepEqual(await b.migrator.getPending(), []);
     t.deepEqual(await a.em.fork().find(EndpointRecord, {}), []);
   } finally {
@@ -121,7 +121,7 @@ test('queries are tenant-scoped: another tenant\'s endpoint is exactly as invisi
   const row = await getEndpoint(orm.em.fork(), 'tenant_iso_a' as TenantId, mine.id as EndpointId);
   const expected = {
     id: mine.id, tenant: 'tenant_iso_a', url: mine.url, events: ['user.*'], description: null, status: 'active',
-    signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, disabledReason: null, disabledAt: null, createdAt: mine.createdAt.toISOString(), updatedAt: mine.updatedAt.toISOString(), version: 1,
+    signatureScheme: 'v1', signingPublicKey: null, rateLimit: null, ordering: 'none', disabledReason: null, disabledAt: null, createdAt: mine.createdAt.toISOString(), updatedAt: mine.updatedAt.toISOString(), version: 1,
   } as EndpointRow;
   t.deepEqual(row, expected);
   t.is(await getEndpoint(orm.em.fork(), 'tenant_iso_a' as TenantId, theirs.id as EndpointId), undefined);

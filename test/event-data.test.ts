@@ -169,7 +169,7 @@ test('invalid UTF-8 is invalid_utf8 (not decoded to replacement characters)', (t
 
 test('reasons are the documented vocabulary', (t) => {
   t.deepEqual(Object.values(RejectionReason).sort(), [
-    'bad_subject', 'invalid_data', 'invalid_json', 'invalid_utf8', 'not_an_object', 'route_failed', 'too_deep', 'too_large', 'unknown_event',
+    'bad_subject', 'invalid_data', 'invalid_json', 'invalid_ordering_key', 'invalid_utf8', 'not_an_object', 'route_failed', 'too_deep', 'too_large', 'unknown_event',
   ]);
 });
 

@@ -108,8 +108,8 @@ function expectedRows(published: Env['published']): EndpointRow[] {
     } catch { /* the projector skips what cannot apply, too */ }
   }
   return [...states.values()]
-    .map(({ id, tenant, url, events, description, status, signatureScheme, signingPublicKey, rateLimit, disabledReason, disabledAt, createdAt, updatedAt, version }) =>
-      ({ id, tenant, url, events, description, status, signatureScheme, signingPublicKey, rateLimit, disabledReason, disabledAt, createdAt, updatedAt, version }))
+    .map(({ id, tenant, url, events, description, status, signatureScheme, signingPublicKey, rateLimit, ordering, disabledReason, disabledAt, createdAt, updatedAt, version }) =>
+      ({ id, tenant, url, events, description, status, signatureScheme, signingPublicKey, rateLimit, ordering, disabledReason, disabledAt, createdAt, updatedAt, version }))
     .sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 

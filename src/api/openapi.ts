@@ -22,6 +22,7 @@ const ENDPOINT_PROPERTIES = {
   },
   signature_scheme: { type: 'string', enum: ['v1', 'v1a'], description: '`v1`: HMAC-SHA256 with a `whsec_` secret; `v1a`: ed25519, verified with `signing_public_key`.' },
   rate_limit: { type: ['integer', 'null'], minimum: MIN_RATE_LIMIT, maximum: MAX_RATE_LIMIT, description: 'Deliveries per second at most; null for no limit.' },
+  ordering: { type: 'string', enum: ['none', 'key'], description: '`key`: the events of each ordering key are delivered in order; `none`: unordered.' },
   disabled_reason: {
     type: ['string', 'null'], enum: ['gone', 'failing', null],
     description: 'Set while disabled: `gone` (the endpoint answered 410 Gone) or `failing` (every attempt failed for the deployment\'s HOOKSTREAM_DISABLE_AFTER, default 5 days).',
@@ -74,6 +75,10 @@ const endpointFields = {
   rate_limit: {
     type: ['integer', 'null'], minimum: MIN_RATE_LIMIT, maximum: MAX_RATE_LIMIT,
     description: 'Deliveries per second at most, across every delivery process; null (the default) for no limit. A rate-limited backlog waits in the queue and is not counted as failed attempts.',
+  },
+  ordering: {
+    type: 'string', enum: ['none', 'key'], default: 'none',
+    description: '`key`: events with the same ordering key (the producer\'s `Hookstream-Ordering-Key` header, else `data.userId` of `user.*` events, `data.organizationId` of `organization.*`, `organizationMembership.*` and `organizationInvitation.*` events) are delivered in the order they were published: a later one is not attempted before the earlier one got a 2xx or became a dead letter. Different keys go on in parallel; events without a key are unordered. `none` (the default): every delivery goes on its own retry schedule.',
   },
 };
 const createFields = {

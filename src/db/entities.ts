@@ -3,7 +3,7 @@
 // these definitions and the migrated database agree.
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { EventPattern } from '../domain/catalogue.ts';
-import type { DisabledReason, EndpointStatus } from '../domain/endpoint.ts';
+import type { DisabledReason, EndpointStatus, Ordering } from '../domain/endpoint.ts';
 import type { SignatureScheme } from '../domain/signature.ts';
 import { DEAD_LETTER_STATUSES, DeadLetterStatus } from '../deadletter/store.ts';
 
@@ -25,6 +25,7 @@ export const EndpointRecord = defineEntity({
     signatureScheme: p.text().$type<SignatureScheme>().default('v1'),
     signingPublicKey: p.text().nullable(),
     rateLimit: p.integer().nullable(),
+    ordering: p.text().$type<Ordering>().default('none'),
     disabledReason: p.text().$type<DisabledReason>().nullable(),
     disabledAt: p.datetime().nullable(),
     createdAt: p.datetime(),
@@ -38,6 +39,7 @@ export const EndpointRecord = defineEntity({
     { name: 'endpoints_status_check', expression: "status in ('active', 'disabled', 'deleted')" },
     { name: 'endpoints_disabled_reason_check', expression: "disabled_reason in ('gone', 'failing')" },
     { name: 'endpoints_signature_scheme_check', expression: "signature_scheme in ('v1', 'v1a')" },
+    { name: 'endpoints_ordering_check', expression: "ordering in ('none', 'key')" },
   ],
 });
 export type EndpointRecord = InferEntity<typeof EndpointRecord>;

@@ -1,7 +1,7 @@
 // The original delivery message as it is sealed into a dead letter, and opened again for inspection or
 // replay: subject, every header and the exact body bytes; and whether it is the delivery its row names.
 import type { MsgHdrs } from '@nats-io/nats-core';
-import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
+import { DeliveryHeader, isEndpointSubject } from '../../streams/deliveries.ts';
 import type { DeadLetterRow } from './store.ts';
 
 /** Wire shape inside the sealed box, version 1. */
@@ -36,7 +36,8 @@ export const originalHeader = (m: OriginalMessage, name: string): string | undef
  * or undefined when it is the row's delivery. `shards` places the endpoint's delivery subject.
  */
 export function recordMismatch(row: Pick<DeadLetterRow, 'endpoint_id' | 'tenant' | 'webhook_id' | 'event_type'>, m: OriginalMessage, shards: number): string | undefined {
-  if (m.subject !== deliveryAddress(row.endpoint_id, shards).subject) return 'its subject is not the endpoint\'s delivery subject';
+  // A keyed delivery (issue 21) was on its key's subject of the endpoint; its replay goes to the plain one.
+  if (!isEndpointSubject(m.subject, row.endpoint_id, shards)) return 'its subject is not the endpoint\'s delivery subject';
   const expected: [string, string][] = [
     [DeliveryHeader.Endpoint, row.endpoint_id], [DeliveryHeader.Tenant, row.tenant],
     [DeliveryHeader.WebhookId, row.webhook_id], [DeliveryHeader.Event, row.event_type],

@@ -7,15 +7,16 @@
 // so no change made during start-up is missed (issue 17).
 import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
-import { deliveryAddress, deliveryStream, endpointConsumer } from '../../streams/deliveries.ts';
+import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
 import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
-import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
+import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { PullLoop, PullLoops } from './pull-loop.ts';
+import type { KeyGate } from './ordered-gate.ts';
 
 export interface DeliveryOptions {
   shards: number;
@@ -36,6 +37,13 @@ export interface EndpointConsumers {
 
 const CONSUMER_SETUP_CONCURRENCY = 32;
 const RECONCILE_RETRY_MS = 2000;
+/**
+ * Issue 21: an endpoint switched back to `ordering: none` keeps its keyed consumer until it holds nothing,
+ * looked at this often, and at the earliest this long after the switch (a router may still route by the
+ * old setting for a moment, and a delivery stored on a key's subject without a consumer would stay there).
+ */
+const DRAIN_CHECK_MS = 5000;
+const DRAIN_GRACE_MS = 60_000;
 
 export async function startEndpointConsumers(deps: {
   jsm: JetStreamManager;
@@ -46,42 +54,60 @@ export async function startEndpointConsumers(deps: {
   leaders?: ConsumerLeaders;
   /** An endpoint was deleted: drop what the delivery role keeps for it. */
   onRetired?: (id: EndpointId) => void;
+  /** Issue 21: the gate of an ordered endpoint's keyed consumer. */
+  gateFor: (id: EndpointId, stream: string) => KeyGate;
   log: Logger;
 }): Promise<EndpointConsumers> {
   const { jsm, directory, options, log } = deps;
-  const loops = new Map<EndpointId, { loop: PullLoop; untrack: () => void }>();
+  type Running = { loop: PullLoop; untrack: () => void };
+  const loops = new Map<EndpointId, Running>();
+  // Issue 21: the keyed consumers' loops, and the keyed consumers known to exist (they outlive `ordering: key` until drained).
+  const keyedLoops = new Map<EndpointId, Running>();
+  const keyedExists = new Set<EndpointId>();
+  // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
+  const knownKeyed = new Map<string, ConsumerConfig>();
   let stopping = false;
 
-  async function ensure(state: EndpointState, known?: ConsumerConfig): Promise<void> {
+  async function ensure(state: EndpointState, known?: ConsumerConfig, keyed = false): Promise<void> {
     const address = deliveryAddress(state.id, options.shards);
     await ensureConsumer(jsm, address.stream, endpointConsumer(state.id, {
-      shards: options.shards, retrySchedule: options.retrySchedule, maxQueued: options.maxQueued, replicas: options.replicas,
+      shards: options.shards, retrySchedule: options.retrySchedule, maxQueued: options.maxQueued, replicas: options.replicas, keyed,
     }), known);
+    if (keyed) keyedExists.add(state.id);
   }
 
-  function startLoop(state: EndpointState): void {
+  function startLoop(state: EndpointState, keyed = false): void {
     const address = deliveryAddress(state.id, options.shards);
-    const loop = deps.loops.run(state.id, { stream: address.stream, consumer: state.id });
-    const untrack = deps.leaders?.follow(address.stream, state.id, loop.repull) ?? (() => {});
-    loops.set(state.id, { loop, untrack });
+    const consumer = keyed ? keyedConsumerName(state.id) : state.id;
+    const loop = deps.loops.run(state.id, { stream: address.stream, consumer }, keyed ? deps.gateFor(state.id, address.stream) : undefined);
+    const untrack = deps.leaders?.follow(address.stream, consumer, loop.repull) ?? (() => {});
+    (keyed ? keyedLoops : loops).set(state.id, { loop, untrack });
   }
 
   function stopLoop(id: EndpointId): void {
-    const running = loops.get(id);
-    if (!running) return;
-    loops.delete(id);
-    running.untrack();
-    running.loop.stop();
+    for (const map of [loops, keyedLoops]) {
+      const running = map.get(id);
+      if (!running) continue;
+      map.delete(id);
+      running.untrack();
+      running.loop.stop();
+    }
+  }
+
+  async function deleteConsumer(stream: string, name: string): Promise<void> {
+    try {
+      await jsm.consumers.delete(stream, name);
+    } catch (e) {
+      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
+    }
   }
 
   async function retire(id: EndpointId): Promise<void> {
     stopLoop(id);
     const address = deliveryAddress(id, options.shards);
-    try {
-      await jsm.consumers.delete(address.stream, id);
-    } catch (e) {
-      if (!isApiError(e, JetStreamApiCodes.ConsumerNotFound)) throw e;
-    }
+    await deleteConsumer(address.stream, id);
+    await deleteConsumer(address.stream, keyedConsumerName(id));
+    keyedExists.delete(id);
     // Pending deliveries of a deleted endpoint are dropped, not kept for a restore; but only while it is
     // still deleted: a delete seen late must not purge a restored endpoint's new deliveries. The sync
     // makes this instance's view as new as the stream's before that destructive step.
@@ -90,6 +116,29 @@ export async function startEndpointConsumers(deps: {
     deps.onRetired?.(id);
     // One the router stores after this purge (routed before it saw the delete) is dropped on arrival: routedBeforeRestore.
     await jsm.streams.purge(address.stream, { filter: address.subject });
+    await jsm.streams.purge(address.stream, { filter: keyedSubjects(id, options.shards) });
+  }
+
+  /**
+   * Issue 21: the keyed consumer of an endpoint whose ordering is `none` again is deleted once it holds
+   * nothing (pending or ack-pending); until then its loop delivers what it holds, in order.
+   */
+  async function drainKeyed(state: EndpointState): Promise<void> {
+    const address = deliveryAddress(state.id, options.shards);
+    const name = keyedConsumerName(state.id);
+    const ci = await jsm.consumers.info(address.stream, name).catch((e: unknown) => {
+      if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
+      throw e;
+    });
+    const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
+    if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
+    const running = keyedLoops.get(state.id);
+    keyedLoops.delete(state.id);
+    running?.untrack();
+    running?.loop.stop();
+    if (ci) await deleteConsumer(address.stream, name);
+    keyedExists.delete(state.id);
+    log.info('keyed consumer of an endpoint no longer ordered deleted: it held nothing', { endpoint: state.id });
   }
 
   /** Bring the endpoint's consumer and loop in line with the directory as it is now. */
@@ -105,11 +154,19 @@ export async function startEndpointConsumers(deps: {
       stopLoop(id);
       return;
     }
-    if (loops.has(id)) return;
-    await ensure(state, known);
-    // The directory may have moved on during the await: the next reconcile of this endpoint is queued.
-    if (stopping || loops.has(id) || directory.get(id)?.status !== EndpointStatus.Active) return;
-    startLoop(state);
+    if (!loops.has(id)) {
+      await ensure(state, known);
+      // The directory may have moved on during the await: the next reconcile of this endpoint is queued.
+      if (stopping || loops.has(id) || directory.get(id)?.status !== EndpointStatus.Active) return;
+      startLoop(state);
+    }
+    const ordered = state.ordering === Ordering.Key;
+    if (!ordered && !keyedExists.has(id)) return;
+    if (!keyedLoops.has(id)) {
+      if (ordered) await ensure(state, knownKeyed.get(id), true);
+      if (stopping || keyedLoops.has(id) || directory.get(id)?.status !== EndpointStatus.Active) return;
+      startLoop(state, true);
+    }
   }
 
   // One chain per endpoint: a reconcile starts when the previous one of the same endpoint has ended.
@@ -131,7 +188,7 @@ export async function startEndpointConsumers(deps: {
   // worst, which is harmless: each reconcile acts on the current state).
   const unsubscribe = directory.onChange((next, previous) => {
     // url/events/secret/rate limit changes are read per attempt.
-    if (previous && previous.status === next.status) return;
+    if (previous && previous.status === next.status && previous.ordering === next.ordering) return;
     void reconcile(next.id);
   });
 
@@ -139,21 +196,39 @@ export async function startEndpointConsumers(deps: {
   const known = new Map<string, ConsumerConfig>();
   for (let shard = 0; shard < options.shards; shard++) {
     for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
-      known.set(ci.name, ci.config);
+      const { endpoint, keyed } = consumerEndpoint(ci.name);
+      (keyed ? knownKeyed : known).set(endpoint, ci.config);
+      if (keyed) keyedExists.add(endpoint as EndpointId);
     }
   }
-  const queue = [...directory.all()].filter((s) => s.status === EndpointStatus.Active || known.has(s.id));
+  const queue = [...directory.all()].filter((s) => s.status === EndpointStatus.Active || known.has(s.id) || knownKeyed.has(s.id));
   await Promise.all(Array.from({ length: CONSUMER_SETUP_CONCURRENCY }, async () => {
     for (let s = queue.pop(); s; s = queue.pop()) await reconcile(s.id, known.get(s.id));
   }));
+  knownKeyed.clear();
+
+  // Keyed consumers of endpoints no longer ordered, deleted once drained (in the endpoint's reconcile chain).
+  const drains = setInterval(() => {
+    for (const id of keyedLoops.keys()) {
+      const state = directory.get(id);
+      if (state?.status !== EndpointStatus.Active || state.ordering === Ordering.Key) continue;
+      const next = (chains.get(id) ?? Promise.resolve()).then(() => drainKeyed(state)).catch((e: unknown) => {
+        log.warn('could not look at a keyed consumer to drain; trying again', { endpoint: id, reason: describe(e) });
+      });
+      chains.set(id, next);
+      void next.finally(() => { if (chains.get(id) === next) chains.delete(id); });
+    }
+  }, DRAIN_CHECK_MS);
+  drains.unref();
 
   return {
     running: () => loops.size,
     async stop() {
       stopping = true;
+      clearInterval(drains);
       unsubscribe();
       await Promise.allSettled([...chains.values()]);
-      for (const id of [...loops.keys()]) stopLoop(id);
+      for (const id of [...loops.keys(), ...keyedLoops.keys()]) stopLoop(id);
     },
   };
 }

@@ -8,17 +8,35 @@ import type { Logger } from '../log.ts';
 import type { PullFeeds } from '../nats/pull-feed.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
 import type { AttemptLane, Attempts } from './attempt.ts';
-import { createConcurrencyLimit } from './concurrency.ts';
+import { createConcurrencyLimit, type ConcurrencyLimit } from './concurrency.ts';
 import type { InFlight } from './in-flight.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
 import type { RecentAcks } from './recent-acks.ts';
+import type { KeyGate } from './ordered-gate.ts';
 
-/** One endpoint's attempts in this process: how many may run at once, how many do, and who waits. */
-interface Lane extends AttemptLane {
+/**
+ * Keyed deliveries one endpoint parks in this process at most (issue 21); at the bound its keyed consumer
+ * pulls one delivery a second only, so that a head due for its retry still comes out (the server hands
+ * out redeliveries before new messages).
+ */
+export const MAX_PARKED_PER_ENDPOINT = 1000;
+const PARKED_TRICKLE_MS = 1000;
+
+/** An endpoint's concurrency in this process, shared by its lanes (the plain one and, ordered, the keyed one). */
+interface Slots {
+  limit: ConcurrencyLimit;
   running: number;
+  lanes: Set<Lane>;
+}
+
+/** One consumer's attempts in this process: who waits, and its endpoint's shared slots. */
+interface Lane extends AttemptLane {
+  slots: Slots;
   /** Arrived while the limit was lower than when they were pulled (a 429, probing): at most one pull's worth. */
   waiting: InFlight[];
   closed: boolean;
+  /** Issue 21: the keyed consumer's deliveries wait here for their key's head. */
+  gate?: KeyGate;
   /** Pull for the lanes just freed. */
   fill?: () => void;
 }
@@ -31,13 +49,16 @@ export interface PullLoop {
 }
 
 export interface PullLoops {
-  run(id: EndpointId, address: { stream: string; consumer: string }): PullLoop;
+  /** `gate`: the keyed consumer of an ordered endpoint; it shares the endpoint's concurrency with the plain one. */
+  run(id: EndpointId, address: { stream: string; consumer: string }, gate?: KeyGate): PullLoop;
   /** Resolves once every attempt started so far has ended (each is bounded by the attempt timeout). */
   settle(): Promise<void>;
   /** Endpoints probed one attempt at a time (every recent attempt failed), in this process. */
   probing(): number;
   /** Deliveries in the lanes: in their attempt or waiting for it. */
   held(): number;
+  /** Keyed deliveries parked behind their key's head (issue 21). */
+  parked(): number;
 }
 
 export function createPullLoops(deps: {
@@ -57,16 +78,18 @@ export function createPullLoops(deps: {
   const { inFlight, log } = deps;
   const attempts = new Set<Promise<void>>();
   const lanes = new Set<Lane>();
+  const slotsOf = new Map<EndpointId, Slots>();
 
   function start(lane: Lane, tracked: InFlight): void {
-    lane.running++;
+    const { slots } = lane;
+    slots.running++;
     let released = false;
-    // The slot under the lane's limit is given back when the HTTP attempt ends, before any rate-limit hold.
+    // The slot under the endpoint's limit is given back when the HTTP attempt ends, before any rate-limit hold.
     const release = () => {
       if (released) return;
       released = true;
-      lane.running--;
-      pump(lane);
+      slots.running--;
+      for (const l of slots.lanes) pump(l);
     };
     const seq = tracked.msg.seq;
     const p = deps.attempt(lane, tracked, release).catch((e: unknown) => {
@@ -74,24 +97,48 @@ export function createPullLoops(deps: {
     }).finally(() => {
       inFlight.delete(tracked);
       release();
+      lane.gate?.ended(tracked);
     });
     attempts.add(p);
     void p.finally(() => attempts.delete(p));
   }
 
   function pump(lane: Lane): void {
-    while (!lane.closed && lane.running < lane.limit.current && lane.waiting.length > 0) start(lane, lane.waiting.shift()!);
+    const { slots } = lane;
+    while (!lane.closed && slots.running < slots.limit.current && lane.waiting.length > 0) start(lane, lane.waiting.shift()!);
     lane.fill?.();
   }
 
+  /** Into a free slot, or to wait for one. */
+  function take(lane: Lane, tracked: InFlight): void {
+    if (lane.closed) return void inFlight.delete(tracked);
+    if (lane.slots.running < lane.slots.limit.current) start(lane, tracked);
+    else lane.waiting.push(tracked);
+  }
+
+  /** How many more deliveries the lane's consumer may hand out now. */
+  function capacity(lane: Lane, trickle: { at: number }): number {
+    if (lane.closed) return 0;
+    const free = lane.slots.limit.current - lane.slots.running - lane.waiting.length;
+    if (!lane.gate) return free;
+    const room = MAX_PARKED_PER_ENDPOINT - lane.gate.parked();
+    if (room > 0) return Math.min(free, room);
+    return performance.now() - trickle.at >= PARKED_TRICKLE_MS ? 1 : 0;
+  }
+
   return {
-    run(id, address) {
+    run(id, address, gate) {
+      let slots = slotsOf.get(id);
+      if (!slots) slotsOf.set(id, (slots = { limit: createConcurrencyLimit(deps.maxInFlight), running: 0, lanes: new Set() }));
       const lane: Lane = {
-        id, limit: createConcurrencyLimit(deps.maxInFlight), running: 0, waiting: [], closed: false,
+        id, slots, waiting: [], closed: false, gate,
+        get limit() { return slots.limit; },
       };
+      slots.lanes.add(lane);
+      const trickle = { at: -Infinity };
       const feed = deps.feeds.open({
         ...address,
-        capacity: () => (lane.closed ? 0 : lane.limit.current - lane.running - lane.waiting.length),
+        capacity: () => capacity(lane, trickle),
         onMessage(m: PulledMsg) {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
@@ -100,18 +147,26 @@ export function createPullLoops(deps: {
           deps.retries.arrived(id, m.seq);
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
-          if (lane.running < lane.limit.current) start(lane, tracked);
-          else lane.waiting.push(tracked);
+          if (!gate) return take(lane, tracked);
+          if (gate.parked() >= MAX_PARKED_PER_ENDPOINT) trickle.at = performance.now();
+          gate.admit(tracked, () => take(lane, tracked));
         },
       });
       lane.fill = feed.fill;
       lanes.add(lane);
+      // At the parked bound nothing else pulls again (no attempt ends): the trickle's own clock does.
+      const trickling = gate ? setInterval(feed.fill, PARKED_TRICKLE_MS) : undefined;
+      trickling?.unref();
       return {
         repull: feed.repull,
         stop() {
           lane.closed = true;
+          clearInterval(trickling);
           lanes.delete(lane);
+          slots.lanes.delete(lane);
+          if (slots.lanes.size === 0 && slotsOf.get(id) === slots) slotsOf.delete(id);
           feed.close();
+          gate?.close();
           // Messages that never got a slot are let go: the server hands them out again after their ack wait.
           for (const t of lane.waiting) inFlight.delete(t);
           lane.waiting.length = 0;
@@ -123,12 +178,18 @@ export function createPullLoops(deps: {
     },
     held() {
       let n = 0;
-      for (const lane of lanes) n += lane.running + lane.waiting.length;
+      for (const slots of slotsOf.values()) n += slots.running;
+      for (const lane of lanes) n += lane.waiting.length;
+      return n;
+    },
+    parked() {
+      let n = 0;
+      for (const lane of lanes) n += lane.gate?.parked() ?? 0;
       return n;
     },
     probing() {
       let n = 0;
-      for (const lane of lanes) if (lane.limit.probing) n++;
+      for (const slots of slotsOf.values()) if (slots.limit.probing) n++;
       return n;
     },
   };

@@ -14,18 +14,20 @@ export interface RecentAcks {
   add(m: PulledMsg): void;
   /** Whether `m` was acked here after a 2xx (look up redeliveries only). */
   has(m: PulledMsg): boolean;
+  /** The same by stream and sequence (the ordering gate, of a message it did not pull). */
+  acked(stream: string, seq: number): boolean;
 }
 
 export function createRecentAcks(): RecentAcks {
   const streams = new Map<string, Float64Array>();
+  const acked = (stream: string, seq: number) => streams.get(stream)?.[seq & (SLOTS - 1)] === seq;
   return {
     add(m) {
       let table = streams.get(m.info.stream);
       if (!table) streams.set(m.info.stream, (table = new Float64Array(SLOTS)));
       table[m.seq & (SLOTS - 1)] = m.seq;
     },
-    has(m) {
-      return streams.get(m.info.stream)?.[m.seq & (SLOTS - 1)] === m.seq;
-    },
+    has: (m) => acked(m.info.stream, m.seq),
+    acked,
   };
 }

@@ -7,9 +7,12 @@
 // endpoint's concurrency in this process (AIMD), and a rate-limited endpoint keeps each consumer slot for a
 // second after its attempt, so the server's max_ack_pending enforces the limit across every instance.
 //
-// The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's lane and
+// Issue 21: an endpoint with `ordering: key` has a second consumer for its keyed deliveries, whose gate
+// lets a delivery through only once it is the oldest of its key still stored (ordered-gate.ts).
+//
+// The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's lanes and
 // concurrency), consumers.ts (consumers following endpoint changes), in-flight.ts (held messages),
-// waiting-retries.ts and retry-now.ts (bringing waiting retries forward).
+// waiting-retries.ts and retry-now.ts (bringing waiting retries forward), ordered-gate.ts (keyed order).
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
@@ -28,6 +31,7 @@ import { serveRetryNow } from './retry-now.ts';
 import { createWaitingRetries } from './waiting-retries.ts';
 import { createStoredAcks } from './stored-acks.ts';
 import { createRecentAcks } from './recent-acks.ts';
+import { createKeyGate } from './ordered-gate.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
 export type { DeliveryOptions } from './consumers.ts';
@@ -90,11 +94,13 @@ export async function startDelivery(deps: {
   const consumers = await startEndpointConsumers({
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
+    gateFor: (id, stream) => createKeyGate({ jsm: deps.jsm, stream, recentAcks, inFlight, endpoint: id, log }),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
   const gauges = setInterval(() => {
     deps.metrics.messagesHeld.set(loops.held());
+    deps.metrics.messagesParked.set(loops.parked());
     deps.metrics.endpointsProbing.set(loops.probing());
     // About once a minute: opened signing keys leave memory once their secret's grace is over.
     if (++ticks % KEY_SWEEP_TICKS === 0) attempts.forgetExpiredKeys(Date.now());

@@ -16,6 +16,14 @@ export const DisabledReason = { Gone: 'gone', Failing: 'failing' } as const;
 export type DisabledReason = (typeof DisabledReason)[keyof typeof DisabledReason];
 export const isDisabledReason = (x: unknown): x is DisabledReason => x === DisabledReason.Gone || x === DisabledReason.Failing;
 
+/**
+ * Issue 21: `key` delivers each ordering key's events in order (src/delivery/ordered-gate.ts); `none`, the
+ * default, delivers them with the endpoint's full concurrency and each retry on its own schedule.
+ */
+export const Ordering = { None: 'none', Key: 'key' } as const;
+export type Ordering = (typeof Ordering)[keyof typeof Ordering];
+export const isOrdering = (x: unknown): x is Ordering => x === Ordering.None || x === Ordering.Key;
+
 /** Bounds of `rate_limit`, deliveries per second. */
 export const MIN_RATE_LIMIT = 1;
 export const MAX_RATE_LIMIT = 10_000;
@@ -34,12 +42,13 @@ export interface SealedSecret {
 // Issue 11 added `signature_scheme` and `signing_public_key` to created and secret_rotated: events written
 // before have neither and fold as v1 endpoints. For v1a, `secret` holds the sealed whsk_ key.
 // Issue 10 added `rate_limit` (absent: none) and `endpoint.disabled`, appended by the delivery role.
+// Issue 21 added `ordering` to created and updated (absent: none on create, unchanged on update).
 export type EndpointEvent =
   | {
     v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string;
-    signature_scheme?: SignatureScheme; signing_public_key?: string; rate_limit?: number | null;
+    signature_scheme?: SignatureScheme; signing_public_key?: string; rate_limit?: number | null; ordering?: Ordering;
   }
-  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; rate_limit?: number | null; at: string }
+  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; rate_limit?: number | null; ordering?: Ordering; at: string }
   | { v: 1; type: 'endpoint.disabled'; id: EndpointId; reason: DisabledReason; at: string }
   | { v: 1; type: 'endpoint.deleted'; id: EndpointId; at: string }
   | { v: 1; type: 'endpoint.restored'; id: EndpointId; at: string }
@@ -64,6 +73,8 @@ export interface EndpointState {
   signingPublicKey: string | null;
   /** Deliveries per second at most; null for no limit. */
   rateLimit: number | null;
+  /** Whether each ordering key's deliveries go out in order (issue 21). */
+  ordering: Ordering;
   /** Set while disabled, null otherwise. */
   disabledReason: DisabledReason | null;
   disabledAt: string | null;
@@ -88,7 +99,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       status: EndpointStatus.Active, secrets: [{ sealed: event.secret, expires_at: null }],
       signatureScheme: event.signature_scheme ?? SignatureScheme.V1,
       signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
-      rateLimit: event.rate_limit ?? null, disabledReason: null, disabledAt: null,
+      rateLimit: event.rate_limit ?? null, ordering: event.ordering ?? Ordering.None, disabledReason: null, disabledAt: null,
       createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq,
     };
   }
@@ -100,6 +111,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       if (event.events !== undefined) next.events = event.events;
       if (event.description !== undefined) next.description = event.description;
       if (event.rate_limit !== undefined) next.rateLimit = event.rate_limit;
+      if (event.ordering !== undefined) next.ordering = event.ordering;
       return next;
     case 'endpoint.disabled':
       if (!isDisabledReason(event.reason)) throw new Error(`endpoint.disabled for ${event.id} has no valid reason`);
@@ -192,6 +204,7 @@ export interface EndpointFields {
   events: EventPattern[];
   description: string | null;
   rate_limit: number | null;
+  ordering: Ordering;
 }
 
 /** A create body or command-line input before it is checked. */
@@ -201,6 +214,8 @@ export interface EndpointInput {
   description?: unknown;
   /** Deliveries per second, 1..10,000, or null for none. */
   rate_limit?: unknown;
+  /** "none" (default) or "key". */
+  ordering?: unknown;
   /** Create only: "v1" (default) or "v1a". */
   signature_scheme?: unknown;
 }
@@ -211,6 +226,7 @@ export interface NewEndpoint {
   events: EventPattern[];
   description?: string | null;
   rate_limit?: number | null;
+  ordering?: Ordering;
   signature_scheme?: SignatureScheme;
 }
 
@@ -266,6 +282,10 @@ function checkFields(input: EndpointInput, partial: boolean, checkUrl: CheckUrl)
       problems.push({ field: 'rate_limit', message: `must be a whole number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}, or null` });
     } else out.rate_limit = r;
   } else if (!partial) out.rate_limit = null;
+  if (input.ordering !== undefined) {
+    if (!isOrdering(input.ordering)) problems.push({ field: 'ordering', message: 'must be "none" or "key"' });
+    else out.ordering = input.ordering;
+  } else if (!partial) out.ordering = Ordering.None;
   return { out, problems };
 }
 
@@ -279,7 +299,7 @@ export function parseNewEndpoint(input: EndpointInput, checkUrl: CheckUrl): NewE
   const scheme = input.signature_scheme === undefined ? SignatureScheme.V1 : input.signature_scheme;
   if (!isSignatureScheme(scheme)) problems.push({ field: 'signature_scheme', message: 'must be "v1" or "v1a"' });
   if (problems.length || !isSignatureScheme(scheme)) throw invalid(problems);
-  return { url: out.url!, events: out.events!, description: out.description ?? null, rate_limit: out.rate_limit ?? null, signature_scheme: scheme };
+  return { url: out.url!, events: out.events!, description: out.description ?? null, rate_limit: out.rate_limit ?? null, ordering: out.ordering ?? Ordering.None, signature_scheme: scheme };
 }
 
 /** Check an update once, at the boundary: only the fields given; throws one 422 listing every problem. */

@@ -15,6 +15,8 @@ export const RejectionReason = {
   InvalidJson: 'invalid_json',
   NotAnObject: 'not_an_object',
   InvalidData: 'invalid_data',
+  /** The producer's Hookstream-Ordering-Key header is not 1-128 printable ASCII characters (issue 21). */
+  InvalidOrderingKey: 'invalid_ordering_key',
   /** Routing threw on this event, or it came back max_deliver times without a verdict. */
   RouteFailed: 'route_failed',
 } as const;

@@ -5,7 +5,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import {
-  applyEndpointEvent, assertNotDeleted, assertRestorable, EndpointStatus,
+  applyEndpointEvent, assertNotDeleted, assertRestorable, EndpointStatus, Ordering,
   type DisabledReason, type EndpointEvent, type EndpointPatch, type EndpointState, type NewEndpoint,
 } from '../domain/endpoint.ts';
 import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
@@ -103,6 +103,7 @@ export function createEndpointStore(deps: {
         v: 1, type: 'endpoint.created', id, tenant,
         url: fields.url, events: fields.events, description: fields.description ?? null,
         ...(fields.rate_limit != null ? { rate_limit: fields.rate_limit } : {}),
+        ...(fields.ordering !== undefined && fields.ordering !== Ordering.None ? { ordering: fields.ordering } : {}),
         secret: deps.sealer.seal(key.secret, id), at: now(),
         signature_scheme: scheme, ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
       });

@@ -12,7 +12,7 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
-import { DELIVERY_MAX_BODY, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE, deliveryAddress } from '../../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { TenantId } from '../domain/ids.ts';
@@ -30,6 +30,7 @@ import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY }
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
 import { createDroppedDeliveries } from './dropped.ts';
+import { deliverySubject, eventOrdering } from './ordering.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -155,6 +156,8 @@ export async function startRouter(deps: {
   const fanOut = (m: JsMsg, stored?: ReadonlySet<string>): Promise<void> | undefined => {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
     if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
+    const keyed = eventOrdering(m.headers, parsed.tenant, parsed.type, parsed.data);
+    if (!keyed.ok) return reject(m, RejectionReason.InvalidOrderingKey, keyed.detail);
     const seen = directory.lastSeq();
     const key = (e: EndpointState) => `${e.id}@${e.version}`;
     const targets = targetsOf(parsed.tenant, parsed.type).filter((e) => !stored?.has(key(e)));
@@ -185,7 +188,7 @@ export async function startRouter(deps: {
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
-        return { subject: deliveryAddress(endpoint.id, deps.shards).subject, h };
+        return { subject: deliverySubject(endpoint, deps.shards, keyed.ordering, h), h };
       });
       const results = await Promise.allSettled(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
       const refused: Promise<void>[] = [];

@@ -12,6 +12,7 @@ import { Migration0007OperatorsAndAudit } from './0007-operators-and-audit.ts';
 import { Migration0009PortalSessions } from './0009-portal-sessions.ts';
 import { Migration0008DeadLetterTag } from './0008-dead-letter-tag.ts';
 import { Migration0010IdempotentAnswers } from './0010-idempotent-answers.ts';
+import { Migration0011EndpointOrdering } from './0011-endpoint-ordering.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -24,4 +25,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0008-dead-letter-tag', class: Migration0008DeadLetterTag },
   { name: '0009-portal-sessions', class: Migration0009PortalSessions },
   { name: '0010-idempotent-answers', class: Migration0010IdempotentAnswers },
+  { name: '0011-endpoint-ordering', class: Migration0011EndpointOrdering },
 ];

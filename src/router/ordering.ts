@@ -1,0 +1,32 @@
+// Where the router puts a delivery of an ordered endpoint (issue 21): on its key's subject, with the key
+// in a header, when the endpoint has `ordering: key` and the event has a key; on the plain subject else.
+import type { MsgHdrs } from '@nats-io/nats-core';
+import { Match } from '@nats-io/nats-core';
+import { deliveryAddress, DeliveryHeader, keyedSubject } from '../../streams/deliveries.ts';
+import { Ordering, type EndpointState } from '../domain/endpoint.ts';
+import type { EventName } from '../domain/catalogue.ts';
+import type { EventData } from '../domain/event-data.ts';
+import { ORDERING_KEY_HEADER, orderingKeyOf, orderingToken } from '../domain/ordering-key.ts';
+
+export interface EventOrdering {
+  key: string;
+  /** The key's subject token, computed once per event. */
+  token: string;
+}
+
+export type EventOrderingResult = { ok: true; ordering: EventOrdering | undefined } | { ok: false; detail: string };
+
+/** The ordering key of an event as the router read it: the producer's header (any case), or the data's. */
+export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type: EventName, data: EventData): EventOrderingResult {
+  const header = headers?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? headers.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
+  const r = orderingKeyOf(type, data, header);
+  if (!r.ok) return r;
+  return { ok: true, ordering: r.key === undefined ? undefined : { key: r.key, token: orderingToken(tenant, r.key) } };
+}
+
+/** The subject of one delivery; sets the key header when it is a keyed one. */
+export function deliverySubject(endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: MsgHdrs): string {
+  if (ordering === undefined || endpoint.ordering !== Ordering.Key) return deliveryAddress(endpoint.id, shards).subject;
+  h.set(DeliveryHeader.OrderingKey, ordering.key);
+  return keyedSubject(endpoint.id, shards, ordering.token);
+}

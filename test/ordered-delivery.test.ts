@@ -1,0 +1,139 @@
+// Ordered delivery per key (issue 21), with real NATS, Postgres and HTTP receivers on loopback: each key's
+// events reach an endpoint with `ordering: key` in order (by first 2xx) across two delivery instances and
+// a restart, a failing head holds back only its key, a dead head releases it, and unkeyed events are not
+// held at all. Serial: the tests share one service and its second delivery instance.
+import test from 'ava';
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Received } from './helpers/receiver.ts';
+import { startService, type RunningService } from '../src/service.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+import { isOrderingKey, orderingKeyOf, orderingToken, ORDERING_KEY_HEADER } from '../src/domain/ordering-key.ts';
+import { consumerEndpoint, isEndpointSubject, keyedConsumerName } from '../streams/deliveries.ts';
+
+// Steps longer than the gate's first look (250 ms), short enough for a dead letter in ~10 s.
+const SCHEDULE = '1s,2s,2s,2s,2s';
+
+let h: TestService;
+let second: RunningService | undefined;
+
+test.before(async () => {
+  h = await startTestService('ordered', { HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE, HOOKSTREAM_ATTEMPT_TIMEOUT: '5s' });
+  // A second delivery instance on the same NATS and database.
+  second = await startService({ ...h.config, roles: ['delivery'] }, h.log);
+});
+
+test.after.always(async () => {
+  await second?.stop();
+  await h?.closeAll();
+});
+
+interface Body { type: string; data: { userId?: string; n?: number; key?: string } }
+const bodyOf = (r: Received) => JSON.parse(r.body) as Body;
+const idOf = (r: Received) => String(r.headers['webhook-id']);
+
+test('the key of an event: the header, else userId or organizationId of identity events, else none', (t) => {
+  t.deepEqual(orderingKeyOf('user.updated', { userId: 'user_1' }, undefined), { ok: true, key: 'user_1' });
+  t.deepEqual(orderingKeyOf('organizationMembership.deleted', { organizationId: 'org_1', userId: 'user_1' }, undefined), { ok: true, key: 'org_1' });
+  t.deepEqual(orderingKeyOf('organization.auth_policy.updated', { organizationId: 'org_2' }, undefined), { ok: true, key: 'org_2' });
+  t.deepEqual(orderingKeyOf('organizationInvitation.created', { organizationId: 'org_3' }, undefined), { ok: true, key: 'org_3' });
+  t.deepEqual(orderingKeyOf('user.updated', { userId: 'user_1' }, 'invoice 7'), { ok: true, key: 'invoice 7' });
+  t.deepEqual(orderingKeyOf('connection.saml_certificate_renewed', { organizationId: 'org_1' }, undefined), { ok: true, key: undefined });
+  t.deepEqual(orderingKeyOf('user.updated', { userId: 42 }, undefined), { ok: true, key: undefined }, 'not a key: unordered');
+  for (const bad of ['', 'x'.repeat(129), 'line\nbreak', 'ünï']) t.false(orderingKeyOf('user.updated', {}, bad).ok, JSON.stringify(bad));
+  t.true(isOrderingKey('x'.repeat(128)));
+  // Stable, subject-safe, and per tenant.
+  t.regex(orderingToken('t1', 'user_1'), /^[a-z2-7]{26}$/);
+  t.is(orderingToken('t1', 'user_1'), orderingToken('t1', 'user_1'));
+  t.not(orderingToken('t1', 'user_1'), orderingToken('t2', 'user_1'));
+  t.deepEqual(consumerEndpoint(keyedConsumerName('webhook_abc')), { endpoint: 'webhook_abc', keyed: true });
+  t.deepEqual(consumerEndpoint('webhook_abc'), { endpoint: 'webhook_abc', keyed: false });
+  t.true(isEndpointSubject('deliveries.1.webhook_abc.k.abcdefghijklmnopqrstuvwxyz', 'webhook_abc', 2) === (isEndpointSubject('deliveries.1.webhook_abc', 'webhook_abc', 2)));
+  t.false(isEndpointSubject('deliveries.1.webhook_abcd', 'webhook_abc', 2));
+});
+
+test.serial('100 keys x 20 events, 20 % of first attempts failing: each key in order across two instances and a restart', async (t) => {
+  const KEYS = 100;
+  const EVENTS = 20;
+  const tenant = 'tenant_order_many';
+  const seen = new Set<string>();
+  // Per key, the event numbers in the order the receiver answered them 2xx for the first time.
+  const firstOk = new Map<string, number[]>();
+  let answered = 0;
+  const r = await h.receiver((req) => {
+    const id = idOf(req);
+    const first = !seen.has(id);
+    seen.add(id);
+    if (first && Math.random() < 0.2) return 500;
+    const { data } = bodyOf(req);
+    const list = firstOk.get(data.userId!) ?? [];
+    if (!list.includes(data.n!)) { list.push(data.n!); answered++; }
+    firstOk.set(data.userId!, list);
+    return 200;
+  });
+  await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'], ordering: 'key' });
+  for (let n = 0; n < EVENTS; n++) {
+    // Within a key one after the other; across keys at once.
+    await Promise.all(Array.from({ length: KEYS }, (_, k) => h.publish(tenant, 'user.updated', { userId: `user_k${k}`, n })));
+  }
+  await eventually(() => (answered >= (KEYS * EVENTS) / 3 ? true : undefined), 60_000, 'a third of the deliveries');
+  await h.restart();
+  await eventually(() => (answered === KEYS * EVENTS ? true : undefined), 120_000, `every delivery (${answered} so far)`);
+  for (let k = 0; k < KEYS; k++) t.deepEqual(firstOk.get(`user_k${k}`), Array.from({ length: EVENTS }, (_, n) => n), `key ${k} in order`);
+  t.log(`${r.received.length} requests for ${KEYS * EVENTS} events`);
+});
+
+test.serial('a failing head holds back only its key; other keys and unkeyed events go on; it is not attempted twice at once', async (t) => {
+  const tenant = 'tenant_order_head';
+  let failUntil = Infinity;
+  const r = await h.receiver((req) => {
+    const { data } = bodyOf(req);
+    return data.userId === 'user_stuck' && data.n === 0 && Date.now() < failUntil ? 500 : 200;
+  });
+  await h.store.create(tenant as TenantId, { url: r.url, events: ['*'], ordering: 'key' });
+  for (let n = 0; n < 5; n++) await h.publish(tenant, 'user.updated', { userId: 'user_stuck', n });
+  // The head's first attempt failed: the rest of its key is behind it.
+  await eventually(() => (r.received.some((x) => bodyOf(x).data.userId === 'user_stuck') ? true : undefined), 10_000, 'the head\'s first attempt');
+  for (let n = 0; n < 5; n++) {
+    await h.publish(tenant, 'user.updated', { userId: 'user_free', n });
+    await h.publish(tenant, 'connection.saml_certificate_renewed', { n });
+  }
+  const free = (x: Received) => bodyOf(x).data.userId === 'user_free' || bodyOf(x).type === 'connection.saml_certificate_renewed';
+  await eventually(() => (r.received.filter(free).length === 10 ? true : undefined), 10_000, 'the other key and the unkeyed events');
+  // Past a retry step of the head (1 s, then 2 s): the key is still held.
+  await new Promise((res) => setTimeout(res, 4000));
+  const stuck = r.received.filter((x) => bodyOf(x).data.userId === 'user_stuck');
+  t.true(stuck.length >= 2, 'the head was retried');
+  t.deepEqual([...new Set(stuck.map((x) => bodyOf(x).data.n))], [0], 'nothing after the head was attempted');
+  failUntil = 0;
+  await eventually(() => (r.received.filter((x) => bodyOf(x).data.userId === 'user_stuck' && bodyOf(x).data.n! > 0).length === 4 ? true : undefined), 20_000, 'the key after its head\'s 2xx');
+  const after = r.received.filter((x) => bodyOf(x).data.userId === 'user_stuck').map((x) => bodyOf(x).data.n);
+  t.deepEqual(after.slice(after.lastIndexOf(0)), [0, 1, 2, 3, 4], 'in order, each once: waiting used none of their attempts');
+  t.is(Math.max(...r.received.filter((x) => bodyOf(x).data.userId === 'user_stuck').map((x) => x.concurrent)), 1);
+});
+
+test.serial('a dead head releases its key; the producer\'s header keys events; an invalid header is rejected', async (t) => {
+  const tenant = 'tenant_order_dead';
+  let healthy = false;
+  const r = await h.receiver((req) => (bodyOf(req).data.n === 0 && !healthy ? 500 : 200));
+  const { endpoint } = await h.store.create(tenant as TenantId, { url: r.url, events: ['*'], ordering: 'key' });
+  const keyed = (key: string) => { const hd = natsHeaders(); hd.set(ORDERING_KEY_HEADER, key); return { headers: hd }; };
+  // The same user, but the producer's key: all one key "invoice 7".
+  for (let n = 0; n < 4; n++) await h.publish(tenant, 'user.updated', { userId: `user_${n}`, n }, keyed('invoice 7'));
+  await h.publish(tenant, 'user.updated', { userId: 'user_x', n: 9 }, keyed('bad\u0001key'));
+  // 1 + 1 + 2 x 3 s: the head is dead after ~8 s, then the rest go, in order.
+  await eventually(() => (r.received.filter((x) => bodyOf(x).data.n! > 0).length >= 3 ? true : undefined), 40_000, 'the key after its dead head');
+  const order = r.received.map((x) => bodyOf(x).data.n);
+  t.deepEqual(order.filter((n) => n !== 0), [1, 2, 3]);
+  t.is(order.lastIndexOf(0), order.indexOf(1) - 1, 'nothing after the head before it died');
+  t.is(order.filter((n) => n === 0).length, 6, 'the head had all its attempts');
+  t.false(order.includes(9), 'the event with an invalid key is rejected, not delivered');
+  // The dead head replayed: delivered (after the rest of its key, out of order by nature).
+  const { admin } = await h.operator({ timeoutMs: 20_000 });
+  const letter = await eventually(async () => (await admin.listDeadLetters({ endpoint: endpoint.id })).data[0], 20_000, 'the dead letter');
+  healthy = true;
+  await admin.replayDeadLetter({ id: letter.id });
+  await eventually(() => (r.received.length === 10 ? true : undefined), 10_000, 'the replayed head');
+  t.is(bodyOf(r.received[9]!).data.n, 0);
+});
