@@ -27,6 +27,8 @@ import { deadLetterTaggerOf } from './deadletter/tag.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
 import { startAdmin } from './admin/server.ts';
+import { subjectHasherOf } from './erasure/subject-hash.ts';
+import { createErasureIndexWriter } from './erasure/index-writer.ts';
 import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
@@ -95,6 +97,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
       )
       : undefined;
     const deadLetterTags = keys.masterKey ? deadLetterTaggerOf(keys.masterKey, keys.previousMasterKey) : undefined;
+    // Issue 22: the keyed hash of subject ids, written by the router and the dead-letter role, looked up by erasure.
+    const subjectHasher = keys.masterKey ? subjectHasherOf(keys.masterKey, keys.previousMasterKey) : undefined;
 
     let orm: Database | undefined;
     if (needsDatabase(config.roles)) {
@@ -143,10 +147,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Operational events (issue 10: ops.<tenant>.<type>), published by the dead-letter and delivery roles.
     const opsEvents = createOpsEvents({ js, log: log.child({ role: 'ops-events' }), metrics });
 
-    if (roles.has('deadletter') && orm && deadLetterTags) {
+    if (roles.has('deadletter') && orm && deadLetterTags && subjectHasher) {
       const publicKey = keys.deadLetterPublicKey!;
       const handler = await startDeadLetterHandler({
-        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag },
+        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash },
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
       });
@@ -181,11 +185,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => delivery.stop());
     }
 
-    if (roles.has('router') && directory && publisher && webhookIds) {
+    if (roles.has('router') && directory && publisher && webhookIds && subjectHasher) {
       const r = await startRouter({
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
-        maxQueued: config.maxQueuedPerEndpoint,
+        maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }),
       });
       router = r;
       stops.push(() => r.stop());
@@ -212,10 +216,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
 
     // Last, so it stops first: no admin request starts a replay while the roles below shut down.
-    if (roles.has('admin') && orm && webhookIds && deadLetterTags) {
+    if (roles.has('admin') && orm && webhookIds && deadLetterTags && subjectHasher) {
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
-        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds,
+        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds, subjectHasher,
         log: log.child({ role: 'admin' }), metrics,
       });
       stops.push(() => admin.stop());

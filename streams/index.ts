@@ -11,6 +11,7 @@ import { ensureOpsStream } from './ops.ts';
 import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { ensureRoutedStream } from './routed.ts';
 import { ensureEndpointSnapshotsStream } from './endpoint-snapshots.ts';
+import { ensureErasureIndexStream } from './erasure-index.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -43,6 +44,7 @@ export async function ensureStreams(
       await ensureEndpointHealthStream(jsm, o);
       await ensureRoutedStream(jsm, o);
       await ensureEndpointSnapshotsStream(jsm, o);
+      await ensureErasureIndexStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

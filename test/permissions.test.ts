@@ -112,9 +112,13 @@ test.serial('the workers run as `service`, the admin role as `admin`; a publishe
   t.is(replay.dead_letter.status, 'replayed');
   const all = await r.waitFor(before + 1);
   t.is(all[before]!.headers['webhook-id'], letter!.webhook_id);
+  // Erasure (issue 22) as the admin user: single-message deletes of EVENTS and ERASURE_INDEX, the dead letter's row.
+  const erased = await admin.eraseSubject({ tenant, user: 'user_q' });
+  t.like(erased.stores, { events: { erased: 1 }, dead_letters: { erased: 1 }, index: { entries: 1, erased: 1 } });
+  t.is((await admin.listDeadLetters({ endpoint: endpoint.id })).data.length, 0);
 });
 
-test.serial('the admin user cannot change or remove a stream, a consumer or a message, write anything but a replay, or read deliveries as they flow', async (t) => {
+test.serial('the admin user cannot change or remove a stream, a consumer or a message but a payload (erasure), write anything but a replay, or read deliveries as they flow', async (t) => {
   // Issue 23, from the attacker's side: someone holding the admin role's NATS credential.
   // On the service's inbox prefix, which the admin user may read: what is refused is the request itself.
   const nc = await connect({ servers: nats.url, user: 'admin', pass: PASSWORDS.admin, inboxPrefix: '_INBOX_hookstream' });
@@ -128,6 +132,8 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
     ['$JS.API.STREAM.PURGE.ENDPOINTS', '{}'],
     ['$JS.API.STREAM.DELETE.EVENTS', ''],
     ['$JS.API.STREAM.MSG.DELETE.ENDPOINTS', '{"seq":1}'],
+    ['$JS.API.STREAM.MSG.DELETE.ROUTED', '{"seq":1}'],
+    ['$JS.API.STREAM.PURGE.ATTEMPTS', '{}'],
     ['$JS.API.STREAM.UPDATE.EVENTS', '{"name":"EVENTS","subjects":["events.>"],"max_age":1000000000}'],
     ['$JS.API.STREAM.CREATE.STOLEN', '{"name":"STOLEN","subjects":["stolen.>"]}'],
     ['$JS.API.CONSUMER.DELETE.EVENTS.router', ''],

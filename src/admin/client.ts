@@ -10,7 +10,7 @@ import {
   AdminSubject, isAdminErrorReply, OPERATOR_HEADER, type AuditListIn, type AuditListOut, type EndpointListIn, type EndpointListOut, type OverviewOut, type DeadLetterReplayIn, type DeadLetterReplayOut, type DeadLetterShowIn,
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
-  type RejectedEventsListIn, type RejectedEventsListOut,
+  type RejectedEventsListIn, type RejectedEventsListOut, ERASURE_ROUTING_WAIT_MS, type EraseSubjectIn, type SubjectErasureOut,
 } from './protocol.ts';
 
 /**
@@ -42,6 +42,7 @@ export interface AdminClient {
   listAudit(req: AuditListIn): Promise<AuditListOut>;
   listEndpoints(req: EndpointListIn): Promise<EndpointListOut>;
   overview(): Promise<OverviewOut>;
+  eraseSubject(req: EraseSubjectIn): Promise<SubjectErasureOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -52,16 +53,16 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
   const headers = opts.operator ? natsHeaders() : undefined;
   if (opts.operator) headers!.set(OPERATOR_HEADER, opts.operator);
 
-  async function raw(subject: string, payload: string | Uint8Array): Promise<unknown> {
+  async function raw(subject: string, payload: string | Uint8Array, wait = timeout): Promise<unknown> {
     let reply;
     try {
-      reply = await nc.request(subject, payload, headers ? { timeout, headers } : { timeout });
+      reply = await nc.request(subject, payload, headers ? { timeout: wait, headers } : { timeout: wait });
     } catch (e) {
       if (e instanceof NoRespondersError || (e instanceof Error && e.cause instanceof NoRespondersError)) {
         throw new AdminRequestError(ErrorCode.Unreachable, 'no hookstream process answers admin requests: run one with the admin role (hookstream serve --roles admin,…)');
       }
       if (e instanceof TimeoutError || (e instanceof Error && e.cause instanceof TimeoutError)) {
-        throw new AdminRequestError(ErrorCode.Unreachable, `no answer to ${subject} within ${timeout} ms`);
+        throw new AdminRequestError(ErrorCode.Unreachable, `no answer to ${subject} within ${wait} ms`);
       }
       if (e instanceof PermissionViolationError || (e instanceof Error && e.cause instanceof PermissionViolationError)) {
         throw new AdminRequestError(ErrorCode.Unreachable, `this NATS user may not use ${subject} (see nats.conf: the operator user may)`);
@@ -75,8 +76,8 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     }
   }
 
-  async function call<T>(subject: string, body: object): Promise<T> {
-    const out = await raw(subject, JSON.stringify(body));
+  async function call<T>(subject: string, body: object, wait?: number): Promise<T> {
+    const out = await raw(subject, JSON.stringify(body), wait);
     if (isAdminErrorReply(out)) throw new AdminRequestError(out.error.code, out.error.message);
     return out as T;
   }
@@ -93,7 +94,9 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     listAudit: (req) => call(AdminSubject.AuditList, req),
     listEndpoints: (req) => call(AdminSubject.EndpointsList, req),
     overview: () => call(AdminSubject.Overview, {}),
-    raw,
+    // Erasure may wait for the router (DEFAULT_ROUTING_WAIT_MS) before it reads the index: a longer wait.
+    eraseSubject: (req) => call(AdminSubject.EraseSubject, req, Math.max(timeout, 4 * ERASURE_ROUTING_WAIT_MS)),
+    raw: (subject, payload) => raw(subject, payload),
   };
 }
 

@@ -26,6 +26,7 @@ export const AdminSubject = {
   AuditList: 'admin.audit.list',
   EndpointsList: 'admin.endpoints.list',
   Overview: 'admin.overview',
+  EraseSubject: 'admin.erasure.subject',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -90,6 +91,15 @@ export interface EndpointRetryNowIn {
   endpoint: string;
 }
 
+/** Erase one data subject's payloads of a tenant (issue 22): exactly one of user, organization, key. */
+export interface EraseSubjectIn {
+  tenant: string;
+  user?: string;
+  organization?: string;
+  /** An ordering key (Hookstream-Ordering-Key, issue 21). */
+  key?: string;
+}
+
 /** Rejected events, newest first. */
 export interface RejectedEventsListIn {
   tenant?: string;
@@ -120,6 +130,47 @@ export interface EndpointListIn {
 }
 
 // ---- replies ----
+
+/** How long erasure waits for the router to route what was published before it started. */
+export const ERASURE_ROUTING_WAIT_MS = 30_000;
+
+export interface SubjectErasureOut {
+  tenant: string;
+  /** `key`: an ordering key (issue 21); it also finds the events whose user or organization id it is. */
+  subject: { kind: 'user' | 'organization' | 'key'; id: string };
+  /** EVENTS' last sequence when erasure started: events after it are not touched. */
+  events_up_to_seq: number;
+  stores: {
+    /** Routed events' copies in EVENTS (7 days, plaintext). */
+    events: { erased: number };
+    /** Events the router had not routed yet (the tail of EVENTS past its ack floor). */
+    unrouted_events: { scanned: number; erased: number };
+    /** Queued deliveries: erased ones are never delivered; already_gone were delivered (or dead, or dropped) before. */
+    deliveries: { erased: number; already_gone: number };
+    /** Failed-attempt records of the erased deliveries. */
+    attempts: { erased: number };
+    dead_letters: { erased: number };
+    /** The tenant's rejected events (7 days), and with them their EVENTS copies (counted under events). */
+    rejected: { scanned: number; erased: number };
+    /** The subject's index entries, removed once what they point to is erased. */
+    index: { entries: number; erased: number };
+  };
+  /**
+   * False when the router had not routed everything published before erasure started within the wait:
+   * what it routes afterwards is indexed but not erased. Run erasure again.
+   */
+  routing_caught_up: boolean;
+}
+
+/** One line for the audit log and the CLI: counts per store, never an id or a payload. */
+export function erasureSummary(r: SubjectErasureOut): string {
+  const s = r.stores;
+  return [
+    `events ${s.events.erased + s.unrouted_events.erased}`, `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
+    `attempts ${s.attempts.erased}`, `dead letters ${s.dead_letters.erased}`, `rejected ${s.rejected.erased}`, `index entries ${s.index.erased}`,
+    ...(r.routing_caught_up ? [] : ['routing had not caught up: run again']),
+  ].join(', ');
+}
 
 export interface EndpointOut {
   id: string;

@@ -6,6 +6,7 @@ import { EndpointStatus } from '../domain/endpoint.ts';
 const ENDPOINT_STATUSES: readonly string[] = Object.values(EndpointStatus);
 import { isEndpointId, isMessageId, isTenantId, TENANT_ID_RULE, type EndpointId, type MessageId, type TenantId } from '../domain/ids.ts';
 import { badRequest } from '../errors.ts';
+import { SUBJECT_KINDS, type SubjectRef } from '../erasure/subject-hash.ts';
 import { AUDIT_ACTIONS, isAuditAction, type AuditFilter } from '../audit/store.ts';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { DEAD_LETTER_STATUSES, DeadLetterStatus, isDeadLetterId, isDeadLetterStatus, type DeadLetterFilter, type DeadLetterId } from '../deadletter/store.ts';
@@ -148,6 +149,20 @@ export function parseReplayRequest(body: Body): { id: DeadLetterId; force: boole
   const force = body['force'];
   if (force !== undefined && typeof force !== 'boolean') throw badRequest('force must be true or false');
   return { id, force: force === true };
+}
+
+/** Erasure of one data subject's payloads (issue 22): a tenant and exactly one of user, organization. */
+export function parseEraseSubjectRequest(body: Body): { tenant: TenantId; subject: SubjectRef } {
+  onlyFields(body, ['tenant', ...SUBJECT_KINDS]);
+  const tenant = requiredString(body, 'tenant');
+  if (!isTenantId(tenant)) throw badRequest(`tenant must be ${TENANT_ID_RULE}`);
+  const given = SUBJECT_KINDS.filter((k) => body[k] !== undefined && body[k] !== null);
+  if (given.length !== 1) throw badRequest(`name exactly one of ${SUBJECT_KINDS.join(', ')}`);
+  const kind = given[0]!;
+  const id = requiredString(body, kind);
+  // What the router indexes (src/erasure/subject-hash.ts); anything longer was never indexed.
+  if (id.length > 256 || /[\u0000-\u001f]/.test(id)) throw badRequest(`${kind} must be an id of at most 256 characters, without control characters`);
+  return { tenant, subject: { kind, id } };
 }
 
 export function parseRetryNowRequest(body: Body): { endpoint: EndpointId } {

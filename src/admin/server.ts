@@ -18,13 +18,15 @@ import { createOverview } from './overview.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
 import {
   ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, OPERATOR_HEADER, type AdminErrorReply, type AuditListOut,
-  type DeadLetterReplayOut, type DeadLettersReplayManyOut, type EndpointRetryNowOut,
+  type DeadLetterReplayOut, type DeadLettersReplayManyOut, type EndpointRetryNowOut, type SubjectErasureOut, erasureSummary,
 } from './protocol.ts';
+import { createErasure } from '../erasure/erase.ts';
+import { SUBJECT_KINDS, type SubjectHasher } from '../erasure/subject-hash.ts';
 import { AUDIT_OK, AuditAction, listAudit, recordAudit, UNNAMED_OPERATOR } from '../audit/store.ts';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
-  parseAuditListRequest, parseBody, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
+  parseAuditListRequest, parseBody, parseEraseSubjectRequest, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
   parseReplayRequest, parseRetryNowRequest, parseShowRequest,
 } from './requests.ts';
 
@@ -60,6 +62,12 @@ const AUDITED: Partial<Record<string, Audited>> = {
       : `replayed ${r.replayed.length}, failed ${r.failed.length} (of ${r.total} matching)`),
   },
   [AdminSubject.EventsRejectedShow]: { action: AuditAction.RejectedEventShow, target: (b) => String(b['seq']) },
+  // The subject's id is the target (the record an erasure was asked and done); the payloads never are.
+  [AdminSubject.EraseSubject]: {
+    action: AuditAction.EraseSubject,
+    target: (b) => `${String(b['tenant'])} ${SUBJECT_KINDS.filter((k) => b[k] !== undefined).map((k) => `${k} ${String(b[k])}`).join(' ')}`,
+    detail: (r: SubjectErasureOut) => erasureSummary(r),
+  },
   [AdminSubject.EndpointsRetryNow]: {
     action: AuditAction.EndpointRetryNow, target: (b) => String(b['endpoint']),
     detail: (r: EndpointRetryNowOut) => `brought forward ${r.brought_forward} on ${r.instances} instance(s)`,
@@ -94,6 +102,8 @@ export async function startAdmin(deps: {
   shards: number;
   /** Turns a webhook-id back into its EVENTS message (deliveries show). */
   webhookIds: WebhookIdCodec;
+  /** Subject ids' keyed hashes (erasure, issue 22). */
+  subjectHasher: SubjectHasher;
   log: Logger;
   metrics: ServiceMetrics;
 }): Promise<Admin> {
@@ -103,6 +113,7 @@ export async function startAdmin(deps: {
   const deliveries = createDeliveryStates(deps);
   const rejected = createRejectedEvents(deps);
   const overview = createOverview(deps);
+  const erasure = createErasure({ jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log });
 
   const handlers: Record<string, Handler> = {
     [AdminSubject.DeadLettersList]: (b) => { const q = parseListRequest(b); return deadLetters.list(q.filter, q.page); },
@@ -120,6 +131,7 @@ export async function startAdmin(deps: {
     },
     [AdminSubject.EndpointsList]: (b) => overview.listEndpoints(parseEndpointListRequest(b)),
     [AdminSubject.Overview]: (b) => { parseEmptyRequest(b); return overview.overview(); },
+    [AdminSubject.EraseSubject]: (b) => { const q = parseEraseSubjectRequest(b); return erasure.eraseSubject(q.tenant, q.subject); },
     [AdminSubject.AuditList]: async (b): Promise<AuditListOut> => {
       const q = parseAuditListRequest(b);
       const rows = await listAudit(deps.orm.em.fork(), q.filter, { ...q.page, limit: q.page.limit + 1 });

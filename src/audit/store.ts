@@ -15,6 +15,7 @@ export const AuditAction = {
   OperatorRevoke: 'operator.revoke',
   ApiKeyRevoke: 'api_key.revoke',
   ConsoleSignIn: 'console.sign_in',
+  EraseSubject: 'erasure.subject',
 } as const;
 export type AuditAction = (typeof AuditAction)[keyof typeof AuditAction];
 export const AUDIT_ACTIONS: readonly AuditAction[] = Object.values(AuditAction);

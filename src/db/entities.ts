@@ -110,6 +110,8 @@ export const DeadLetter = defineEntity({
     replayCount: p.integer().default(0),
     lastReplayedAt: p.datetime().nullable(),
     status: p.text().$type<DeadLetterStatus>().default(DeadLetterStatus.Dead),
+    /** Keyed hashes of the subject ids its message carries (erasure, issue 22); null before it. */
+    subjectHashes: p.array().nullable(),
   },
   // One record per message and endpoint: a repeated max-deliveries advisory finds the existing row.
   checks: [{ name: 'dead_letters_status_check', expression: `status in (${DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(', ')})` }],
@@ -120,6 +122,7 @@ export const DeadLetter = defineEntity({
     { name: 'dead_letters_event_idx', columns: [{ name: 'event_type' }, { name: 'failed_at', sort: 'DESC' }] },
     { name: 'dead_letters_failed_at_idx', columns: [{ name: 'failed_at', sort: 'DESC' }] },
     { name: 'dead_letters_source_idx', properties: ['sourceStream', 'sourceSeq'] },
+    { name: 'dead_letters_subject_hashes', properties: ['subjectHashes'], type: 'gin' },
   ],
 });
 export type DeadLetter = InferEntity<typeof DeadLetter>;

@@ -18,6 +18,7 @@ import { findSourceDeadLetter, storeDeadLetter, type DeadLetterRow } from './sto
 import { startBackstop, type Death } from './backstop.ts';
 import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
+import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
 import type { OpsEvents } from '../ops/events.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
@@ -29,6 +30,8 @@ export interface DeadLetterSealer {
   seal(bytes: Uint8Array): Uint8Array;
   /** The authentication tag binding the message to its row (tag.ts). */
   tag(identity: DeadLetterIdentity, bytes: Uint8Array): Uint8Array;
+  /** The keyed hash of a subject id, stored beside the sealed message so erasure finds it (issue 22). */
+  subjects?: (s: SubjectRef) => string;
 }
 
 export interface DeadLetterHandler {
@@ -112,6 +115,8 @@ export async function startDeadLetterHandler(deps: {
       attempts, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
       failedAt: failure?.at ?? death.at, sourceStream: death.stream, sourceSeq: death.seq,
       sealed: deps.sealer.seal(message), tag: deps.sealer.tag({ endpointId: endpoint, tenant, webhookId, eventType: event }, message),
+      subjectHashes: deps.sealer.subjects
+        ? subjectsOf(deliveryData(original.data), original.header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
     });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (row?.inserted) metrics.deadLettersStored.inc();

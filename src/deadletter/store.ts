@@ -79,9 +79,36 @@ export interface NewDeadLetter {
   /** The dead message's place in its work queue: the same advisory again names the same place. */
   sourceStream: string;
   sourceSeq: number;
+  /** Keyed hashes of the subject ids its message carries (src/erasure/subject-hash.ts), for erasure. */
+  subjectHashes?: string[];
 }
 
 type Sql = Pick<EntityManager, 'execute'>;
+
+/** A Postgres text[] literal of subject hashes (hex digits only: nothing to quote), passed as one parameter. */
+const hashArray = (hashes: readonly string[]): string => `{${hashes.filter((h) => /^[0-9a-f]+$/.test(h)).join(',')}}`;
+
+/**
+ * Delete the tenant's dead letters whose message carries one of the subject hashes (erasure, issue 22);
+ * the ids deleted.
+ */
+export async function deleteSubjectDeadLetters(sql: Sql, tenant: string, hashes: readonly string[]): Promise<string[]> {
+  const rows = await sql.execute<{ id: string }[]>(
+    'delete from dead_letters where tenant = ? and subject_hashes && ?::text[] returning id', [tenant, hashArray(hashes)]);
+  return rows.map((r) => r.id);
+}
+
+/** The tenant's dead letters stored before subject hashes (migration 0012), with their sealed messages. */
+export async function unhashedDeadLetters(sql: Sql, tenant: string): Promise<SealedDeadLetterRow[]> {
+  return sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag from dead_letters where tenant = ? and subject_hashes is null`, [tenant]);
+}
+
+/** Delete dead letters by id; how many went. */
+export async function deleteDeadLetters(sql: Sql, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await sql.execute<{ id: string }[]>(`delete from dead_letters where id in (${ids.map(() => '?').join(',')}) returning id`, [...ids]);
+  return rows.length;
+}
 
 const COLUMNS = `id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at, created_at,
   dead_count, replay_count, last_replayed_at, status`;
@@ -90,15 +117,15 @@ const ID = 'id collate "C"';
 
 const UPSERT = `
 insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at,
-                          sealed, tag, source_stream, source_seq, created_at, dead_count, replay_count, status)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), 1, 0, '${DeadLetterStatus.Dead}')
+                          sealed, tag, source_stream, source_seq, subject_hashes, created_at, dead_count, replay_count, status)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], now(), 1, 0, '${DeadLetterStatus.Dead}')
 on conflict (endpoint_id, webhook_id) do update set
   -- the same advisory again (same source message) changes nothing; a replay that died again does
   dead_count = dead_letters.dead_count + case when dead_letters.source_stream = excluded.source_stream
                                                and dead_letters.source_seq = excluded.source_seq then 0 else 1 end,
   attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
   failed_at = excluded.failed_at, sealed = excluded.sealed, tag = excluded.tag, source_stream = excluded.source_stream,
-  source_seq = excluded.source_seq, status = '${DeadLetterStatus.Dead}'
+  source_seq = excluded.source_seq, subject_hashes = excluded.subject_hashes, status = '${DeadLetterStatus.Dead}'
 returning (xmax = 0) as inserted, id, dead_count`;
 
 /**
@@ -108,7 +135,7 @@ returning (xmax = 0) as inserted, id, dead_count`;
 export async function storeDeadLetter(sql: Sql, d: NewDeadLetter): Promise<{ inserted: boolean; id: DeadLetterId; dead_count: number } | undefined> {
   const [row] = await sql.execute<{ inserted: boolean; id: DeadLetterId; dead_count: number }[]>(UPSERT, [
     newDeadLetterId(), d.endpointId, d.tenant, d.webhookId, d.eventType, d.attempts, d.lastStatus, d.lastError, d.failedAt,
-    Buffer.from(d.sealed), Buffer.from(d.tag), d.sourceStream, d.sourceSeq,
+    Buffer.from(d.sealed), Buffer.from(d.tag), d.sourceStream, d.sourceSeq, hashArray(d.subjectHashes ?? []),
   ]);
   return row;
 }

@@ -19,21 +19,28 @@ export class PublishRejectedError extends Error {
   }
 }
 
+/** Where JetStream stored a message (for a duplicate by Nats-Msg-Id, where the original is). */
+export interface StoredAt {
+  stream: string;
+  seq: number;
+}
+
 export interface AckedPublisher {
   /** Resolves once JetStream has stored the message (or found it a duplicate by Nats-Msg-Id). */
-  publish(subject: string, body: string | Uint8Array, headers?: MsgHdrs): Promise<void>;
+  publish(subject: string, body: string | Uint8Array, headers?: MsgHdrs): Promise<StoredAt>;
   /** Rejects whatever is still waiting and stops listening. */
   close(): void;
 }
 
 interface Waiting {
-  resolve: () => void;
+  resolve: (at: StoredAt) => void;
   reject: (e: Error) => void;
   deadline: number;
 }
 
 interface PubAckAnswer {
   stream?: string;
+  seq?: number;
   error?: { code?: number; err_code?: number; description?: string };
 }
 
@@ -65,7 +72,7 @@ export function createAckedPublisher(nc: NatsConnection, opts: { timeoutMs: numb
     } else if (!answer.stream) {
       w.reject(new PublishRejectedError('invalid publish acknowledgement'));
     } else {
-      w.resolve();
+      w.resolve({ stream: answer.stream, seq: answer.seq ?? 0 });
     }
   };
 
@@ -97,7 +104,7 @@ export function createAckedPublisher(nc: NatsConnection, opts: { timeoutMs: numb
     publish(subject, body, headers) {
       if (closed) return Promise.reject(new PublishRejectedError('publisher closed'));
       const id = next++;
-      return new Promise<void>((resolve, reject) => {
+      return new Promise<StoredAt>((resolve, reject) => {
         waiting.set(id, { resolve, reject, deadline: performance.now() + opts.timeoutMs });
         try {
           nc.publish(subject, body, headers ? { reply: `${prefix}.${id}`, headers } : { reply: `${prefix}.${id}` });

@@ -31,6 +31,7 @@ import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
 import { createDroppedDeliveries } from './dropped.ts';
 import { deliverySubject, eventOrdering } from './ordering.ts';
+import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -69,6 +70,8 @@ export async function startRouter(deps: {
   ops?: OpsEvents;
   /** HOOKSTREAM_MAX_QUEUED, for the record of a refusal. */
   maxQueued?: number;
+  /** Where each event's copies are written down by subject id before its ack (issue 22); absent in tests that do not erase. */
+  erasureIndex?: ErasureIndexWriter;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -163,6 +166,9 @@ export async function startRouter(deps: {
     const targets = targetsOf(parsed.tenant, parsed.type).filter((e) => !stored?.has(key(e)));
     // What this delivery of the event has stored, for a retry after a partial failure.
     const storedNow = new Set(stored);
+    // Where each delivery was stored, for the erasure index.
+    const queuedAt: [string, number, string][] = [];
+    const indexed = () => deps.erasureIndex?.record({ tenant: parsed.tenant, data: parsed.data, eventsSeq: m.seq, webhookId, orderingKey: keyed.ordering?.key, deliveries: queuedAt });
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     const eventSeq = String(m.seq);
@@ -195,7 +201,7 @@ export async function startRouter(deps: {
       let failed: unknown;
       results.forEach((r, i) => {
         const endpoint = list[i]!;
-        if (r.status === 'fulfilled') storedNow.add(key(endpoint));
+        if (r.status === 'fulfilled') { storedNow.add(key(endpoint)); queuedAt.push([r.value.stream, r.value.seq, endpoint.id]); }
         else if (r.reason instanceof PublishRejectedError && r.reason.code === QUEUE_FULL_CODE) {
           // Its queue is full: recorded as dropped, never retried (src/router/dropped.ts).
           storedNow.add(key(endpoint));
@@ -233,10 +239,12 @@ export async function startRouter(deps: {
             enqueued += missed.length;
           }
         }
+        await indexed();
       } catch (e) {
         if (isEventsFault(e)) return verdicts.reject(m, RejectionReason.TooLarge, describe(e));
         // NATS's trouble (a publish, or the directory sync), not the event's: it comes back after a delay,
-        // and then publishes only what this delivery did not store (written down first).
+        // and then publishes only what this delivery did not store (written down first, with where it is).
+        await indexed()?.catch(() => {});
         await routed.partial(m.seq, storedNow);
         verdicts.retry(m, `fan-out failed: ${describe(e)}`);
         return;

@@ -11,7 +11,8 @@ import { deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild, projectionsStatus } from './projections.ts';
 import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts';
 import { auditList } from './audit.ts';
+import { erase } from './erase.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];

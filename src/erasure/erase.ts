@@ -1,0 +1,182 @@
+// Erasure by subject (issue 22): every stored payload of one tenant that carries a user's (or an
+// organization's) id, found without scanning days of streams:
+//   - routed events, their queued deliveries and their attempt records: from the subject's ERASURE_INDEX
+//     entries (one direct get per entry);
+//   - events not yet routed: the router's unrouted tail of EVENTS (its ack floor to the end), the
+//     tenant's subject only; then erasure waits for the router to pass the point where it started, so an
+//     event being routed meanwhile has its index entry written and is erased too;
+//   - dead letters: by the hashes stored with them (rows from before the hashes are opened and read);
+//   - rejected events: the tenant's REJECTED subject (7 days, bounded in bytes), and their EVENTS copies.
+// Events published after erasure started are left alone. Every step deletes what is still there and
+// counts it, so a second run finds nothing and a run cut short is finished by the next one.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
+import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
+import { ERASURE_INDEX_STREAM, erasureSubject, type ErasureIndexEntry } from '../../streams/erasure-index.ts';
+import { isApiError } from '../../streams/ensure.ts';
+import { parseEvent } from '../domain/event-data.ts';
+import { deleteDeadLetters, deleteSubjectDeadLetters, unhashedDeadLetters } from '../deadletter/store.ts';
+import type { DeadLetterOpener } from '../admin/opener.ts';
+import type { Logger } from '../log.ts';
+import { describe } from '../errors.ts';
+import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
+import { Match } from '@nats-io/nats-core';
+import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { originalHeader } from '../deadletter/sealed-message.ts';
+import { ERASURE_ROUTING_WAIT_MS, type SubjectErasureOut } from '../admin/protocol.ts';
+
+/** Deletes in flight at once. */
+const PARALLEL = 32;
+
+export interface Erasure {
+  eraseSubject(tenant: string, subject: SubjectRef, opts?: { routingWaitMs?: number }): Promise<SubjectErasureOut>;
+}
+
+/** Run `fn` over `items`, PARALLEL at a time. */
+async function each<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => { while (next < items.length) await fn(items[next++]!); };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
+}
+
+export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hasher: SubjectHasher; opener: DeadLetterOpener; log: Logger }): Erasure {
+  const { jsm, log } = deps;
+
+  /** Delete one message; false when it was not there (already gone, or its stream is). */
+  async function erase(stream: string, seq: number): Promise<boolean> {
+    try {
+      // Secure erase (the default): the message's bytes are overwritten in the store, not only unlinked.
+      await jsm.streams.deleteMessage(stream, seq);
+      return true;
+    } catch (e) {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return false;
+      // 10057 means both "no such message" and a real failure: ask the stream (as the dead-letter role does).
+      const still = await jsm.streams.getMessage(stream, { seq }).catch(() => undefined);
+      if (still === null) return false;
+      throw e;
+    }
+  }
+
+  /** The messages of one subject (or wildcard), oldest first, from `from` up to `upTo`: one direct get each. */
+  async function* bySubject(stream: string, subject: string, from: number, upTo: number): AsyncGenerator<StoredMsg> {
+    for (let seq = from; seq <= upTo;) {
+      const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq } as never).catch((e: unknown) => {
+        if (isApiError(e, JetStreamApiCodes.NoMessageFound)) return null;
+        throw e;
+      });
+      if (!m || m.seq > upTo) return;
+      yield m;
+      seq = m.seq + 1;
+    }
+  }
+
+  const lastSeq = async (stream: string): Promise<number> => (await jsm.streams.info(stream)).state.last_seq;
+  /** `holding`: events handed to a router and not yet acked by it. */
+  const routerFloor = async (): Promise<{ floor: number; holding: number }> => {
+    const c = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
+    return { floor: c.ack_floor.stream_seq, holding: c.num_ack_pending };
+  };
+
+
+  return {
+    async eraseSubject(tenant, subject, opts = {}) {
+      const started = performance.now();
+      const hashes = deps.hasher.all(subject);
+      const boundary = await lastSeq(EVENTS_STREAM);
+      const out: SubjectErasureOut = {
+        tenant, subject, events_up_to_seq: boundary, routing_caught_up: true,
+        stores: {
+          events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
+          attempts: { erased: 0 }, dead_letters: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0 },
+        },
+      };
+      const s = out.stores;
+
+      // 1. Not yet routed: the tenant's events past the router's ack floor. An event that does not parse
+      //    (it will be rejected) is erased when its body holds the id as a JSON string.
+      const quoted = JSON.stringify(subject.id);
+      const { floor } = await routerFloor();
+      for await (const m of bySubject(EVENTS_STREAM, `events.${tenant}.>`, floor + 1, boundary)) {
+        s.unrouted_events.scanned++;
+        const parsed = parseEvent(m.subject, m.data, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });
+        const key = m.header?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.header.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
+        const match = parsed.ok ? carries(parsed.data, key, subject) : Buffer.from(m.data).toString('utf8').includes(quoted);
+        if (match && await erase(EVENTS_STREAM, m.seq)) s.unrouted_events.erased++;
+      }
+
+      // 2. An event a router held while the tail was read (erased there or not) may still be routed, and is
+      //    indexed before its ack: wait until the router has acked everything up to the boundary, or holds
+      //    nothing (what it takes next was past the floor when the tail was read: erased, or not the user's).
+      const waitUntil = performance.now() + (opts.routingWaitMs ?? ERASURE_ROUTING_WAIT_MS);
+      for (;;) {
+        const r = await routerFloor();
+        if (r.floor >= boundary || r.holding === 0) break;
+        if (performance.now() > waitUntil) { out.routing_caught_up = false; break; }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+
+      // 3. Routed events: the subject's index entries, each pointing at the event, its deliveries and attempts.
+      const indexEnd = await lastSeq(ERASURE_INDEX_STREAM);
+      for (const hash of hashes) {
+        const entries: { seq: number; entry: ErasureIndexEntry }[] = [];
+        for await (const m of bySubject(ERASURE_INDEX_STREAM, erasureSubject(tenant, hash), 1, indexEnd)) {
+          try {
+            const entry = m.json<ErasureIndexEntry>();
+            if (entry.v === 1 && Number.isSafeInteger(entry.events_seq) && Array.isArray(entry.deliveries)) entries.push({ seq: m.seq, entry });
+          } catch { /* not an entry this version wrote: left alone */ }
+        }
+        // Published after erasure started: not this erasure's to touch.
+        const mine = entries.filter((e) => e.entry.events_seq <= boundary);
+        s.index.entries += mine.length;
+        await each(mine, async ({ seq, entry }) => {
+          if (await erase(EVENTS_STREAM, entry.events_seq)) s.events.erased++;
+          for (const [stream, dseq, endpoint] of entry.deliveries) {
+            if (await erase(stream, dseq)) s.deliveries.erased++;
+            else s.deliveries.already_gone++;
+            // Message by message rather than a purge: the admin NATS user may delete, never purge (nats.conf).
+            for await (const a of bySubject(ATTEMPTS_STREAM, attemptSubject(endpoint, entry.webhook_id), 1, Number.MAX_SAFE_INTEGER)) {
+              if (await erase(ATTEMPTS_STREAM, a.seq)) s.attempts.erased++;
+            }
+          }
+          if (await erase(ERASURE_INDEX_STREAM, seq)) s.index.erased++;
+        });
+      }
+
+      // 4. Dead letters: by hash; rows stored before hashes were kept are opened and read (the tenant's only).
+      const em = deps.orm.em.fork();
+      s.dead_letters.erased += (await deleteSubjectDeadLetters(em, tenant, hashes)).length;
+      const legacy = (await unhashedDeadLetters(em, tenant)).filter((row) => {
+        try {
+          const { message } = deps.opener.open(row);
+          return carries(deliveryData(Buffer.from(message.body_base64, 'base64')), originalHeader(message, DeliveryHeader.OrderingKey), subject);
+        } catch (e) {
+          log.warn('erasure could not open a dead letter to read its subjects; left as it is', { id: row.id, reason: describe(e) });
+          return false;
+        }
+      });
+      s.dead_letters.erased += await deleteDeadLetters(em, legacy.map((r) => r.id));
+
+      // 5. Rejected events of the tenant (bodies as published, maybe not JSON): those holding the id as a
+      //    JSON string, and their copies in EVENTS.
+      const rejectedEnd = await lastSeq(REJECTED_STREAM);
+      for await (const m of bySubject(REJECTED_STREAM, rejectedTenantSubject(tenant), 1, rejectedEnd)) {
+        s.rejected.scanned++;
+        if (!Buffer.from(m.data).toString('utf8').includes(quoted)) continue;
+        const eventsSeq = Number(m.header.get(RejectedHeader.EventsSeq));
+        if (Number.isSafeInteger(eventsSeq) && eventsSeq > boundary) continue;
+        if (await erase(REJECTED_STREAM, m.seq)) s.rejected.erased++;
+        if (Number.isSafeInteger(eventsSeq) && eventsSeq > 0 && await erase(EVENTS_STREAM, eventsSeq)) s.events.erased++;
+      }
+
+      log.info('subject erased', {
+        tenant, kind: subject.kind, events: s.events.erased + s.unrouted_events.erased, deliveries: s.deliveries.erased,
+        dead_letters: s.dead_letters.erased, rejected: s.rejected.erased, index_entries: s.index.entries,
+        routing_caught_up: out.routing_caught_up, ms: Math.round(performance.now() - started),
+      });
+      return out;
+    },
+  };
+}
