@@ -2,7 +2,7 @@
 // work-queue stream so an acked delivery is gone. Endpoints are spread over several streams because
 // nats-server 2.9 gets slower with every consumer added to one stream (measured).
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { ensureStream, isApiError, type DurableDefinition, type EnsureOptions } from './ensure.ts';
 import { ConfigError } from '../src/errors.ts';
@@ -72,10 +72,12 @@ export function deliveryAddress(endpointId: string, shards: number): DeliveryAdd
 // waiting (src/delivery/ordered-gate.ts). Unkeyed deliveries and replays keep the plain subject.
 const KEYED_SUFFIX = '-key';
 
+/** What every per-key subject of an endpoint starts with. */
+export const keyedPrefix = (endpointId: string, shards: number) => `${deliveryAddress(endpointId, shards).subject}.k.`;
 /** The per-key subject of `token` (src/domain/ordering-key.ts) at an endpoint. */
-export const keyedSubject = (endpointId: string, shards: number, token: string) => `${deliveryAddress(endpointId, shards).subject}.k.${token}`;
+export const keyedSubject = (endpointId: string, shards: number, token: string) => `${keyedPrefix(endpointId, shards)}${token}`;
 /** Every per-key subject of an endpoint: its keyed consumer's filter. */
-export const keyedSubjects = (endpointId: string, shards: number) => `${deliveryAddress(endpointId, shards).subject}.>`;
+export const keyedSubjects = (endpointId: string, shards: number) => `${keyedPrefix(endpointId, shards)}>`;
 /** The name of an endpoint's keyed consumer. */
 export const keyedConsumerName = (endpointId: string) => `${endpointId}${KEYED_SUFFIX}`;
 
@@ -86,10 +88,40 @@ export function consumerEndpoint(consumer: string): { endpoint: string; keyed: b
     : { endpoint: consumer, keyed: false };
 }
 
+/**
+ * An endpoint's backlog over both its consumers (the keyed one only when it has one): deliveries not yet
+ * handed out, and those in flight or waiting for a retry. Null when it has no consumer.
+ */
+export async function endpointBacklog(jsm: JetStreamManager, endpointId: string, shards: number): Promise<{ pending: number; ack_pending: number } | null> {
+  const { stream } = deliveryAddress(endpointId, shards);
+  const infos = await Promise.all([endpointId, keyedConsumerName(endpointId)].map((name) => jsm.consumers.info(stream, name).catch((e: unknown) => {
+    if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
+    throw e;
+  })));
+  const found = infos.filter((ci) => ci !== null);
+  if (found.length === 0) return null;
+  return { pending: found.reduce((n, ci) => n + ci.num_pending, 0), ack_pending: found.reduce((n, ci) => n + ci.num_ack_pending, 0) };
+}
+
+/** Every endpoint's backlog, one listing per stream, an ordered endpoint's two consumers added up. */
+export async function listEndpointBacklogs(jsm: JetStreamManager, shards: number): Promise<{ endpoint: string; pending: number; ack_pending: number }[]> {
+  const out = new Map<string, { endpoint: string; pending: number; ack_pending: number }>();
+  for (let shard = 0; shard < shards; shard++) {
+    for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+      const { endpoint } = consumerEndpoint(ci.name);
+      const b = out.get(endpoint) ?? { endpoint, pending: 0, ack_pending: 0 };
+      b.pending += ci.num_pending;
+      b.ack_pending += ci.num_ack_pending;
+      out.set(endpoint, b);
+    }
+  }
+  return [...out.values()];
+}
+
 /** Whether `subject` is one of the endpoint's delivery subjects, plain or per key. */
 export function isEndpointSubject(subject: string, endpointId: string, shards: number): boolean {
-  const plain = deliveryAddress(endpointId, shards).subject;
-  return subject === plain || (subject.startsWith(`${plain}.k.`) && !subject.slice(plain.length + 3).includes('.'));
+  const keyed = keyedPrefix(endpointId, shards);
+  return subject === deliveryAddress(endpointId, shards).subject || (subject.startsWith(keyed) && !subject.slice(keyed.length).includes('.'));
 }
 
 /** Each delivery stream says in its description how many shards its set has, for the check below. */

@@ -76,3 +76,27 @@ test.serial('a full queue refuses the newest deliveries, visibly; the oldest kee
   const info = await jsm.consumers.info('EVENTS', 'router');
   t.is(info.num_ack_pending, 0);
 });
+
+test.serial('an ordered endpoint is bounded as a whole, not per key: past its bound, keyed deliveries are refused as dropped', async (t) => {
+  const tenant = 'tenant_queue_bound_ordered' as TenantId;
+  const failing = await h.receiver(() => 500);
+  const { endpoint } = await h.store.create(tenant, { url: failing.url, events: ['user.*'], ordering: 'key' });
+  const before = await metric('hookstream_deliveries_dropped_total');
+  // One key each: max_msgs_per_subject would never refuse them.
+  for (let i = 0; i < BOUND; i++) await h.publish(tenant, 'user.updated', { userId: `user_${i}` });
+  await failing.waitFor(BOUND, 10_000);
+  // The router reads the endpoint's backlog at most once a second, off the routing path: the first event
+  // after a second goes by the last reading (the bound is approximate by that much) and has it read again.
+  await new Promise((r) => setTimeout(r, 1500));
+  await h.publish(tenant, 'user.updated', { userId: 'user_late_0' });
+  await new Promise((r) => setTimeout(r, 500));
+  for (let i = 1; i < 4; i++) await h.publish(tenant, 'user.updated', { userId: `user_late_${i}` });
+  await eventually(async () => ((await metric('hookstream_deliveries_dropped_total')) - before === 3 ? true : undefined), 10_000, 'three drops counted');
+  const jsm = await jetstreamManager(h.service.nc);
+  const { stream } = deliveryAddress(endpoint.id, h.config.deliveryShards);
+  const stored = (await jsm.streams.info(stream, { subjects_filter: `${deliveryAddress(endpoint.id, h.config.deliveryShards).subject}.>` })).state.subjects ?? {};
+  t.is(Object.keys(stored).length, BOUND + 1, 'the five and the first late one are queued, each on its key\'s subject');
+  const shown = await admin.showDelivery({ webhook_id: String(failing.received[0]!.headers['webhook-id']), endpoint: endpoint.id });
+  t.is(shown.state, 'retrying', 'a keyed delivery is found in its queue');
+  t.like(shown.queued, { stream: deliveryAddress(endpoint.id, h.config.deliveryShards).stream });
+});

@@ -26,7 +26,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { DeliveryHeader, deliveryAddress } from '../../streams/deliveries.ts';
+import { DeliveryHeader, deliveryAddress, keyedSubjects } from '../../streams/deliveries.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
@@ -49,16 +49,20 @@ export function createDeliveryStates(deps: {
 }) {
   const { orm, js, jsm } = deps;
 
+  /** The plain subject first, then an ordered endpoint's per-key subjects (issue 21). */
   async function findQueued(endpoint: string, webhookId: string): Promise<{ found?: StoredMsg; truncated: boolean }> {
     const { stream, subject } = deliveryAddress(endpoint, deps.shards);
-    let seq = 0;
-    for (let scanned = 0; scanned < MAX_QUEUE_SCAN; scanned++) {
-      const m = await jsm.streams.getMessage(stream, nextBySubject(subject, seq));
-      if (!m) return { truncated: false };
-      if (m.header?.get(DeliveryHeader.WebhookId) === webhookId) return { found: m, truncated: false };
-      seq = m.seq + 1;
+    let scanned = 0;
+    for (const s of [subject, keyedSubjects(endpoint, deps.shards)]) {
+      for (let seq = 0; ; scanned++) {
+        if (scanned >= MAX_QUEUE_SCAN) return { truncated: true };
+        const m = await jsm.streams.getMessage(stream, nextBySubject(s, seq));
+        if (!m) break;
+        if (m.header?.get(DeliveryHeader.WebhookId) === webhookId) return { found: m, truncated: false };
+        seq = m.seq + 1;
+      }
     }
-    return { truncated: true };
+    return { truncated: false };
   }
 
   async function history(endpoint: string, webhookId: string): Promise<AttemptRecord[]> {

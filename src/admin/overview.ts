@@ -4,7 +4,7 @@
 // the dead letters, REJECTED and OPS: nothing here changes anything.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
-import { deliveryStream, shardOf } from '../../streams/deliveries.ts';
+import { endpointBacklog, listEndpointBacklogs } from '../../streams/deliveries.ts';
 import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject, type EndpointHealthRecord } from '../../streams/endpoint-health.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
 import { REJECTED_STREAM } from '../../streams/rejected.ts';
@@ -29,12 +29,9 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
   const { orm, jsm, shards } = deps;
 
   async function backlogOf(id: string): Promise<EndpointOut['backlog']> {
-    try {
-      const ci = await jsm.consumers.info(deliveryStream(shardOf(id, shards)), id);
-      return { pending: ci.num_pending, ack_pending: ci.num_ack_pending };
-    } catch {
-      return null; // no consumer: deleted, or not reconciled by a delivery instance yet
-    }
+    // Null without a consumer: deleted, or not reconciled by a delivery instance yet. An ordered endpoint's
+    // backlog is its two consumers' (issue 21).
+    return endpointBacklog(jsm, id, shards).catch(() => null);
   }
 
   async function failingSince(id: string): Promise<string | null> {
@@ -94,12 +91,7 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
   }
 
   async function listBacklogs(): Promise<OverviewOut['backlogs']> {
-    const all: OverviewOut['backlogs'] = [];
-    for (let shard = 0; shard < shards; shard++) {
-      for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
-        if (ci.num_pending + ci.num_ack_pending > 0) all.push({ endpoint: ci.name, pending: ci.num_pending, ack_pending: ci.num_ack_pending });
-      }
-    }
+    const all = (await listEndpointBacklogs(jsm, shards)).filter((b) => b.pending + b.ack_pending > 0);
     return all.sort((a, b) => b.pending + b.ack_pending - (a.pending + a.ack_pending)).slice(0, TOP_BACKLOGS);
   }
 

@@ -12,7 +12,7 @@
 // longer than an interval ago.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { DeliveryHeader, deliveryStream } from '../../streams/deliveries.ts';
+import { consumerEndpoint, DeliveryHeader, deliveryStream, keyedPrefix, keyedSubjects } from '../../streams/deliveries.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -21,13 +21,20 @@ import type { ServiceMetrics } from '../metrics.ts';
 export interface Death {
   stream: string;
   seq: number;
-  /** The endpoint's consumer (its id). */
+  /** The endpoint's consumer (its id, or `<id>-key` for its keyed deliveries). */
   consumer: string;
   /** Deliveries made, when no attempt record says how many attempts. */
   deliveries: number;
   /** When it died, when no attempt record says (ISO 8601). */
   at: string;
   by: 'advisory' | 'backstop';
+}
+
+/** Messages stored under every subject that starts with `prefix`. */
+function storedUnder(counts: Record<string, number>, prefix: string): number {
+  let n = 0;
+  for (const [subject, count] of Object.entries(counts)) if (subject.startsWith(prefix)) n += count;
+  return n;
 }
 
 /** Messages read at most per endpoint and scan while looking for the dropped ones. */
@@ -54,7 +61,7 @@ export function startBackstop(deps: {
   }
 
   /** Walk `subject` from its oldest message up to `upTo`; bury up to `missing` whose final attempt failed long enough ago. */
-  async function sweepSubject(stream: string, consumer: string, subject: string, upTo: number, missing: number): Promise<number> {
+  async function sweepSubject(stream: string, consumer: string, endpoint: string, subject: string, upTo: number, missing: number): Promise<number> {
     let found = 0;
     const before = Date.now() - deps.intervalMs;
     for (let seq = 0, walked = 0; found < missing && walked < MAX_WALK && !stopped; walked++) {
@@ -62,7 +69,7 @@ export function startBackstop(deps: {
       if (!m || m.seq > upTo) break;
       seq = m.seq + 1;
       const webhookId = m.header.get(DeliveryHeader.WebhookId);
-      const last = webhookId ? await lastAttempt(consumer, webhookId) : undefined;
+      const last = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
       if (!last || last.attempt < deps.maxDeliver || Date.parse(last.at) > before) continue;
       if (await deps.bury({ stream, seq: m.seq, consumer, deliveries: last.attempt, at: last.at, by: 'backstop' })) {
         found++;
@@ -80,13 +87,16 @@ export function startBackstop(deps: {
       const counts = info.state.subjects ?? {};
       if (Object.keys(counts).length === 0) continue;
       for await (const ci of jsm.consumers.list(stream)) {
-        const subject = `deliveries.${shard}.${ci.name}`;
-        const dropped = (counts[subject] ?? 0) - ci.num_pending - ci.num_ack_pending;
+        // An ordered endpoint's keyed consumer (issue 21) reads every per-key subject of its endpoint.
+        const { endpoint, keyed } = consumerEndpoint(ci.name);
+        const subject = keyed ? keyedSubjects(endpoint, deps.shards) : `deliveries.${shard}.${ci.name}`;
+        const stored = keyed ? storedUnder(counts, keyedPrefix(endpoint, deps.shards)) : counts[subject] ?? 0;
+        const dropped = stored - ci.num_pending - ci.num_ack_pending;
         if (dropped <= 0) continue;
         const key = `${stream} ${ci.name}`;
         next.add(key);
         if (!suspects.has(key)) continue;
-        const found = await sweepSubject(stream, ci.name, subject, ci.delivered.stream_seq, dropped);
+        const found = await sweepSubject(stream, ci.name, endpoint, subject, ci.delivered.stream_seq, dropped);
         if (found < dropped) log.info('backstop: a consumer holds fewer deliveries than its queue, not all dead', { stream, endpoint: ci.name, dropped, buried: found });
       }
     }

@@ -7,7 +7,7 @@ import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type Js
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { consumerEndpoint, DeliveryHeader } from '../../streams/deliveries.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import type { Logger } from '../log.ts';
 import { createSampledWarnings } from '../sampled-log.ts';
@@ -103,7 +103,7 @@ export async function startDeadLetterHandler(deps: {
       if (row) await announce(row);
       return row !== undefined;
     }
-    const endpoint = original.header.get(DeliveryHeader.Endpoint) || death.consumer;
+    const endpoint = original.header.get(DeliveryHeader.Endpoint) || consumerEndpoint(death.consumer).endpoint;
     const webhookId = original.header.get(DeliveryHeader.WebhookId);
     const event = original.header.get(DeliveryHeader.Event);
     const tenant = original.header.get(DeliveryHeader.Tenant);

@@ -3,7 +3,7 @@
 // DELIVERIES stream, cached briefly so frequent scrapes cost the server nothing more, and capped in
 // label count: beyond the largest `maxEndpoints` backlogs the rest are summed as endpoint="_other".
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { deliveryStream } from '../../streams/deliveries.ts';
+import { listEndpointBacklogs } from '../../streams/deliveries.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 
 export interface BacklogOptions {
@@ -33,15 +33,9 @@ export function createBacklogCollector(jsm: JetStreamManager, metrics: ServiceMe
   let fetchedAt = -Infinity;
   let running: Promise<void> | undefined;
 
-  async function list(): Promise<EndpointBacklog[]> {
-    const out: EndpointBacklog[] = [];
-    for (let shard = 0; shard < opts.shards; shard++) {
-      for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
-        out.push({ endpoint: ci.name, pending: ci.num_pending, ackPending: ci.num_ack_pending });
-      }
-    }
-    return out;
-  }
+  // An ordered endpoint's keyed consumer (issue 21) adds to its endpoint's backlog.
+  const list = async (): Promise<EndpointBacklog[]> =>
+    (await listEndpointBacklogs(jsm, opts.shards)).map((b) => ({ endpoint: b.endpoint, pending: b.pending, ackPending: b.ack_pending }));
 
   function publish(all: EndpointBacklog[]): void {
     all.sort((a, b) => b.pending + b.ackPending - (a.pending + a.ackPending) || a.endpoint.localeCompare(b.endpoint));

@@ -2,7 +2,9 @@
 // in a header, when the endpoint has `ordering: key` and the event has a key; on the plain subject else.
 import type { MsgHdrs } from '@nats-io/nats-core';
 import { Match } from '@nats-io/nats-core';
-import { deliveryAddress, DeliveryHeader, keyedSubject } from '../../streams/deliveries.ts';
+import { deliveryAddress, DeliveryHeader, keyedSubject, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
+import { PublishRejectedError } from '../nats/acked-publisher.ts';
+import type { KeyedQueueBound } from './keyed-bound.ts';
 import { Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EventName } from '../domain/catalogue.ts';
 import type { EventData } from '../domain/event-data.ts';
@@ -24,9 +26,15 @@ export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type
   return { ok: true, ordering: r.key === undefined ? undefined : { key: r.key, token: orderingToken(tenant, r.key) } };
 }
 
-/** The subject of one delivery; sets the key header when it is a keyed one. */
-export function deliverySubject(endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: MsgHdrs): string {
-  if (ordering === undefined || endpoint.ordering !== Ordering.Key) return deliveryAddress(endpoint.id, shards).subject;
+/**
+ * The subject of one delivery, with its headers; a keyed one gets the key header, and `full` when its
+ * endpoint is at its queue bound (src/router/keyed-bound.ts): refused as JetStream refuses a full subject.
+ */
+export function deliverySubject(
+  endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: MsgHdrs, bound: KeyedQueueBound,
+): { subject: string; h: MsgHdrs; full?: PublishRejectedError } {
+  if (ordering === undefined || endpoint.ordering !== Ordering.Key) return { subject: deliveryAddress(endpoint.id, shards).subject, h };
   h.set(DeliveryHeader.OrderingKey, ordering.key);
-  return keyedSubject(endpoint.id, shards, ordering.token);
+  const full = bound.full(endpoint.id) ? new PublishRejectedError('the ordered endpoint\'s queue is full', QUEUE_FULL_CODE) : undefined;
+  return { subject: keyedSubject(endpoint.id, shards, ordering.token), h, ...(full ? { full } : {}) };
 }

@@ -32,6 +32,7 @@ import { createRoutedLog } from './routed-log.ts';
 import { createDroppedDeliveries } from './dropped.ts';
 import { deliverySubject, eventOrdering } from './ordering.ts';
 import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
+import { createKeyedQueueBound } from './keyed-bound.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -89,6 +90,7 @@ export async function startRouter(deps: {
   const verdicts = createVerdicts({ publisher, maxEventBytes: deps.limits.maxBytes, log, metrics });
   const routed = createRoutedLog({ jsm: deps.jsm, publisher, intervalMs: ROUTED_FLUSH_MS, log });
   const dropped = createDroppedDeliveries({ publisher, ops: deps.ops, metrics, log, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT });
+  const keyedBound = createKeyedQueueBound({ jsm: deps.jsm, shards: deps.shards, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, log });
 
   // Messages waiting for their verdict, with when they arrived: one sweep keeps the long waits alive.
   const waiting = new Map<JsMsg, number>();
@@ -194,9 +196,9 @@ export async function startRouter(deps: {
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
-        return { subject: deliverySubject(endpoint, deps.shards, keyed.ordering, h), h };
+        return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound);
       });
-      const results = await Promise.allSettled(prepared.map(({ subject, h }) => publisher.publish(subject, body!, h)));
+      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : publisher.publish(subject, body!, h))));
       const refused: Promise<void>[] = [];
       let failed: unknown;
       results.forEach((r, i) => {
