@@ -15,6 +15,7 @@ export default {
     'test/server-version.test.ts',
     'test/signature.test.ts',
     'test/target-policy.test.ts',
+    'test/telemetry-config.test.ts',
     'test/webhook-id.test.ts',
   ],
   timeout: '60s',

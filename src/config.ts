@@ -44,6 +44,8 @@ export interface Config {
   /** HOOKSTREAM_DEAD_LETTER_RETENTION; 0 keeps dead letters. */
   deadLetterRetentionMs: number;
   allowPrivateTargets: boolean;
+  /** HOOKSTREAM_FORWARD_TRACEPARENT: attempts send receivers a `traceparent` (when tracing is on). */
+  forwardTraceparent: boolean;
   /** Each endpoint's lanes in a delivery process: its concurrent attempts there. */
   maxInFlightPerEndpoint: number;
   /** HOOKSTREAM_MAX_QUEUED: deliveries one endpoint's queue holds; the next is refused and recorded. */
@@ -91,6 +93,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
   { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
+  { name: 'HOOKSTREAM_FORWARD_TRACEPARENT', default: '0', meaning: '1 sends receivers a traceparent header naming the attempt\'s span (unsigned; only while tracing is on)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
   { name: 'HOOKSTREAM_DEAD_LETTER_RETENTION', default: '30d', meaning: 'dead letters are deleted this long after they died (or were last replayed); 0 keeps them' },
   { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
@@ -242,6 +245,7 @@ export function loadConfig(env: Env = process.env): Config {
     deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
     deadLetterRetentionMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_RETENTION', '30d'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
+    forwardTraceparent: flag(env, 'HOOKSTREAM_FORWARD_TRACEPARENT'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to

@@ -18,6 +18,12 @@ const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 let stderr: ((line: string) => void) | undefined;
 let onDrop: (() => void) | undefined;
 
+/** The active span's ids, set when tracing starts (src/telemetry/sdk.ts): with tracing off, one test per line. */
+let traceFields: (() => Fields | undefined) | undefined;
+export function logTraceFields(source: () => Fields | undefined): void {
+  traceFields = source;
+}
+
 /** Count dropped log lines (`hookstream_log_lines_dropped_total`). */
 export function onLogLineDropped(hook: () => void): void {
   onDrop = hook;
@@ -55,7 +61,8 @@ export function createLogger(opts: { level?: Level; base?: Fields; write?: (line
   const base = opts.base ?? {};
   const emit = (level: Level, msg: string, fields?: Fields) => {
     if (ORDER[level] < min) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields }));
+    // A line logged within a span names it (trace_id, span_id), so it leads to its trace.
+    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields, ...traceFields?.() }));
   };
   return {
     debug: (m, f) => emit('debug', m, f),

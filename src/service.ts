@@ -38,6 +38,7 @@ import { startApiServer, type ApiServer } from './api/server.ts';
 import { startConsole, type ConsoleServer } from './console/server.ts';
 import { loadAssets } from './console/assets.ts';
 import { createPortal } from './portal/app.ts';
+import { tracing } from './telemetry/tracing.ts';
 
 export interface RunningService {
   readonly nc: NatsConnection;
@@ -167,6 +168,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       : undefined;
 
     if (roles.has('delivery') && directory && publisher && endpoints) {
+      tracing.forwardTraceparent = config.forwardTraceparent;
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
       stops.push(() => sender.close());
       const sealer = new SecretSealer(keys.masterKey!, keys.previousMasterKey);

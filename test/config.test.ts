@@ -31,6 +31,7 @@ test('defaults without any variable', (t) => {
     deadLetterBackstopMs: 60_000,
     deadLetterRetentionMs: 30 * 86_400_000,
     allowPrivateTargets: false,
+    forwardTraceparent: false,
     maxInFlightPerEndpoint: 16,
     maxQueuedPerEndpoint: 100_000,
     deliveryShards: 128,

@@ -3,21 +3,20 @@
 // is finished (the receiver sees no request cut off), the process exits 0, and after the restart every
 // event has reached the endpoint: nothing lost.
 import test from 'ava';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { eventually } from './helpers/service.ts';
+import { serveChild } from './helpers/serve.ts';
 import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
-const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
 const TOTAL = 200;
 
 let nats: NatsServer;
@@ -62,25 +61,7 @@ async function slowReceiver(delayMs: number): Promise<SlowReceiver> {
 }
 
 /** Start `hookstream serve`; resolves once it logged that it started. */
-function serve(): Promise<{ child: ChildProcess; log: string[]; exited: Promise<number | null> }> {
-  const child = spawn(BIN, ['serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
-  const log: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    let buffer = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString('utf8');
-      const lines = buffer.split('\n');
-      buffer = lines.pop()!;
-      for (const line of lines) {
-        log.push(line);
-        if (line.includes('"hookstream started"')) resolve({ child, log, exited });
-      }
-    });
-    void exited.then((code) => reject(new Error(`hookstream serve exited with ${code} before it started:\n${log.join('\n')}`)));
-  });
-}
+const serve = () => serveChild({ ...process.env, ...env }, children);
 
 test.before(async () => {
   await initSodium();

@@ -18,6 +18,7 @@ import { webhookHandlers } from './webhooks.ts';
 import { emptyInput } from './input.ts';
 import { createPortalLink } from '../portal/sessions.ts';
 import { answerOnce, type AnswerOnceDeps } from './idempotency.ts';
+import { activeTraceFields, TRACE_ID_HEADER, tracing } from '../telemetry/tracing.ts';
 
 export interface ApiDeps {
   orm: MikroORM;
@@ -85,6 +86,8 @@ export function createApi(deps: ApiDeps): Api {
   // Every error is answered by errorEnvelope; Koa's own printing would only repeat (or leak) it.
   app.silent = true;
   app.on('error', (e: unknown) => log.warn('response failed', { reason: e instanceof Error ? e.message : String(e) }));
+  // Traced: every answer names its trace (the request's server span, made by the http instrumentation).
+  if (tracing.on) app.use((ctx, next) => { const ids = activeTraceFields(); if (ids) ctx.set(TRACE_ID_HEADER, ids.trace_id); return next(); });
   if (deps.portal) app.use(deps.portal);
   app.use(errorEnvelope(log));
   app.use(async (ctx, next) => {

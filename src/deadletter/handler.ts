@@ -20,6 +20,7 @@ import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
 import type { OpsEvents } from '../ops/events.ts';
+import { Attr, traceDeadLetter, tracing } from '../telemetry/tracing.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
 const RETRY_DELAY_MS = 5_000;
@@ -123,8 +124,12 @@ export async function startDeadLetterHandler(deps: {
     // The record first, then the removal, then the notice (issue 17): a notice never announces a dead
     // letter that is not there, and an unavailable OPS stream does not keep a dead message in its queue.
     await remove(death.stream, death.seq);
+    // Traced: the end of the delivery's trace; its trace id is in the line, and in the sealed message's traceparent.
+    const traced = tracing.on && row
+      ? traceDeadLetter(original.header, { [Attr.Endpoint]: endpoint, [Attr.WebhookId]: webhookId, [Attr.DeadLetter]: row.id, [Attr.Attempts]: attempts })
+      : undefined;
     deaths.warn(endpoint, 'delivery is dead; dead letter stored', {
-      endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null,
+      endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null, ...traced,
       ...(death.by === 'backstop' ? { found_by: 'backstop' } : {}),
     });
     if (row && tenant && webhookId && event) {

@@ -25,6 +25,8 @@ import { deliveryHeaders } from './sign-request.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
 import type { StoredAcks } from './stored-acks.ts';
 import type { RecentAcks } from './recent-acks.ts';
+import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
+import type { Span } from '@opentelemetry/api';
 
 export interface Sender {
   send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -74,7 +76,8 @@ type Prepared =
   | { fate: 'hold' }
   | { fate: 'ack' }
   | { fate: 'term' }
-  | { fate: 'send'; state: EndpointState; webhookId: string; event: string };
+  | Deliver;
+type Deliver = { fate: 'send'; state: EndpointState; webhookId: string; event: string };
 
 export function createAttempts(deps: {
   directory: EndpointDirectory;
@@ -175,16 +178,30 @@ export function createAttempts(deps: {
     if (prepared.fate === 'hold') return;
     if (prepared.fate === 'ack') return void m.ack();
     if (prepared.fate === 'term') return void m.term();
+    if (!tracing.on) return deliver(lane, tracked, release, prepared);
+    // Traced: an HTTP client span in the trace its delivery message carries, whichever instance sends it.
     const { state, webhookId, event } = prepared;
+    return traceAttempt(m.headers, {
+      endpoint: lane.id, tenant: state.tenant, event, webhookId, url: state.url, attempt: m.info.deliveryCount,
+      replay: m.headers?.get(DeliveryHeader.Replay),
+    }, (span) => deliver(lane, tracked, release, prepared, span));
+  }
 
+  /** Send the signed POST, then ack, retry or give up. */
+  async function deliver(lane: AttemptLane, tracked: InFlight, release: () => void, { state, webhookId, event }: Deliver, span?: Span): Promise<void> {
+    const endpointId = lane.id;
+    const m = tracked.msg;
     const n = m.info.deliveryCount;
     // Wall time where a time is written down (signatures, records); the monotonic clock for durations.
     const startedAt = Date.now();
     const started = performance.now();
     const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
     const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, startedAt), body, now: startedAt });
+    // Not signed, so off by default (HOOKSTREAM_FORWARD_TRACEPARENT); tracestate and baggage never go out.
+    if (span && tracing.forwardTraceparent) headers['traceparent'] = traceparentOf(span);
     metrics.attempts.inc({ event });
     const outcome = await sender.send({ url: state.url, headers, body });
+    if (span) attemptAnswered(span, outcome);
     const ended = performance.now();
     const endedAt = Date.now();
     deps.health?.onAttemptResult(state, { ok: outcome.ok, status: outcome.status, at: endedAt, webhookId, event });

@@ -19,6 +19,7 @@ import type { TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
+import { carryContext, traceRouting, tracing } from '../telemetry/tracing.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
@@ -147,6 +148,11 @@ export async function startRouter(deps: {
   const route = (m: JsMsg): Promise<void> | undefined => {
     metrics.eventsReceived.inc();
     verdicts.arrived(m.seq);
+    // Traced: a span in the producer's trace (or a new one), carried on in every delivery message.
+    if (tracing.on) return traceRouting(m, ROUTER_CONSUMER, () => routeOnce(m));
+    return routeOnce(m);
+  };
+  const routeOnce = (m: JsMsg): Promise<void> | undefined => {
     if (m.info.deliveryCount > 1) return track(m, reroute(m), 1);
     return tryFanOut(m);
   };
@@ -192,6 +198,7 @@ export async function startRouter(deps: {
         h.set(DeliveryHeader.Endpoint, endpoint.id);
         h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
         h.set(DeliveryHeader.EventSeq, eventSeq);
+        if (tracing.on) carryContext(h);
         // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
