@@ -6,6 +6,7 @@ import test from 'ava';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
+import { runCli } from './helpers/cli.ts';
 import type { Received } from './helpers/receiver.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
@@ -136,4 +137,23 @@ test.serial('a dead head releases its key; the producer\'s header keys events; a
   await admin.replayDeadLetter({ id: letter.id });
   await eventually(() => (r.received.length === 10 ? true : undefined), 10_000, 'the replayed head');
   t.is(bodyOf(r.received[9]!).data.n, 0);
+});
+
+test.serial('the command line sets and shows ordering; a wrong value is refused', async (t) => {
+  const base: Record<string, string | undefined> = { ...process.env };
+  for (const name of Object.keys(base)) if (name.startsWith('HOOKSTREAM_')) delete base[name];
+  const cli = (args: string[]) => runCli(args, {
+    ...base, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
+    HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
+  });
+  const created = await cli(['endpoints', 'create', '--json', '--tenant', 'tenant_order_cli', '--url', 'http://127.0.0.1:9/x', '--events', '*', '--ordering', 'key']);
+  t.is(created.code, 0, created.stderr);
+  const { id, ordering } = JSON.parse(created.stdout) as { id: string; ordering: string };
+  t.is(ordering, 'key');
+  const updated = await cli(['endpoints', 'update', id, '--tenant', 'tenant_order_cli', '--ordering', 'none']);
+  t.is(updated.code, 0, updated.stderr);
+  t.regex(updated.stdout, /ordering: +none/);
+  const bad = await cli(['endpoints', 'update', id, '--tenant', 'tenant_order_cli', '--ordering', 'fifo']);
+  t.not(bad.code, 0);
+  t.regex(bad.stderr, /ordering/);
 });

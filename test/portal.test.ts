@@ -99,9 +99,11 @@ test.serial('edit, delete and restore an endpoint from the portal; the API sees 
   await page.getByRole('link', { name: endpoint.id }).click();
   await page.getByLabel('URL').fill('http://127.0.0.1:9/after');
   await page.getByLabel('organization.*', { exact: true }).check();
+  await page.getByLabel('Ordering').selectOption('key');
   await page.getByRole('button', { name: 'Save' }).click();
   await page.getByText('Saved.').waitFor();
-  t.like((await api.get(`/v1/webhooks/${endpoint.id}`)).body, { url: 'http://127.0.0.1:9/after', events: ['organization.*', 'user.created'] });
+  t.like((await api.get(`/v1/webhooks/${endpoint.id}`)).body, { url: 'http://127.0.0.1:9/after', events: ['organization.*', 'user.created'], ordering: 'key' });
+  t.is(await page.getByLabel('Ordering').inputValue(), 'key', 'the form shows the setting');
 
   await page.getByRole('button', { name: 'Delete' }).click();
   await page.getByText('Deleted.').waitFor();

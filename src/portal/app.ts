@@ -118,7 +118,9 @@ export function createPortal(deps: PortalDeps): Middleware {
   router.post('/portal/endpoints', async (ctx) => {
     const form = await postedForm(ctx);
     if (!form) return;
-    const fields = { url: form.get('url') ?? '', events: form.getAll('events'), signature_scheme: form.get('signature_scheme') ?? 'v1' };
+    const fields = {
+      url: form.get('url') ?? '', events: form.getAll('events'), signature_scheme: form.get('signature_scheme') ?? 'v1', ordering: form.get('ordering') ?? 'none',
+    };
     try {
       const r = await store.create(session(ctx).tenant, createInput(fields, deps.checkUrl));
       const e = await after(ctx, r);
@@ -143,7 +145,9 @@ export function createPortal(deps: PortalDeps): Middleware {
     if (!form) return;
     const id = pathId(ctx);
     try {
-      const e = await after(ctx, await store.update(session(ctx).tenant, id, updateInput({ url: form.get('url') ?? '', events: form.getAll('events') }, deps.checkUrl)));
+      const e = await after(ctx, await store.update(session(ctx).tenant, id, updateInput({
+        url: form.get('url') ?? '', events: form.getAll('events'), ...(form.get('ordering') ? { ordering: form.get('ordering') } : {}),
+      }, deps.checkUrl)));
       send(ctx, endpointPage(csrf(ctx), e, { kind: 'ok', text: 'Saved.' }));
     } catch (e) {
       const n = problem(e);

@@ -40,7 +40,12 @@ ${PATTERNS.map((p, i) => html`<label for="ev-${i}"><input type="checkbox" id="ev
 </fieldset>`;
 }
 
-export function endpointsPage(csrf: string, endpoints: EndpointOut[], n?: Notice, form: { url?: string; events?: string[] } = {}): Html {
+/** Issue 21: the ordering select of the create and edit forms. */
+const orderingSelect = (current: string) => html`<label for="ordering">Ordering
+<select id="ordering" name="ordering">${[['none', 'none (unordered, the default)'], ['key', 'key (each user\'s and organization\'s events in order)']].map(([value, label]) =>
+  html`<option value="${value!}"${value === current ? ' selected' : ''}>${label!}</option>`)}</select></label>`;
+
+export function endpointsPage(csrf: string, endpoints: EndpointOut[], n?: Notice, form: { url?: string; events?: string[]; ordering?: string } = {}): Html {
   return shell('Endpoints', html`${notice(n)}
 ${endpoints.length ? html`<div class="overflow-auto"><table>
 <thead><tr><th scope="col">Endpoint</th><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Status</th></tr></thead>
@@ -53,6 +58,7 @@ ${csrfField(csrf)}
 <label for="url">URL<input id="url" name="url" type="url" required value="${form.url ?? ''}" placeholder="https://example.com/webhooks"></label>
 <label for="scheme">Signature scheme
 <select id="scheme" name="signature_scheme"><option value="v1">v1 (HMAC-SHA256, a signing secret)</option><option value="v1a">v1a (ed25519, a public key)</option></select></label>
+${orderingSelect(form.ordering ?? 'none')}
 ${eventBoxes(form.events ?? [])}
 <button type="submit">Add endpoint</button>
 </form>`);
@@ -74,6 +80,7 @@ export function endpointPage(csrf: string, e: EndpointOut, n?: Notice): Html {
 <dt>Events</dt><dd>${e.events.join(', ')}</dd>
 <dt>Status</dt><dd>${e.status}${e.disabled_reason ? ` (${e.disabled_reason} since ${e.disabled_at ?? '?'})` : ''}</dd>
 <dt>Signature scheme</dt><dd>${e.signature_scheme}${e.signing_public_key ? html`, public key <code>${e.signing_public_key}</code>` : ''}</dd>
+<dt>Ordering</dt><dd>${e.ordering}</dd>
 </dl>
 <p>
 ${e.status !== 'deleted' ? action('rotate-secret', 'Rotate secret', '') : ''}
@@ -84,6 +91,7 @@ ${e.status !== 'deleted' ? html`<h2>Edit</h2>
 <form method="post" action="/portal/endpoints/${e.id}">
 ${csrfField(csrf)}
 <label for="url">URL<input id="url" name="url" type="url" required value="${e.url}"></label>
+${orderingSelect(e.ordering)}
 ${eventBoxes(e.events)}
 <button type="submit">Save</button>
 </form>` : ''}`);

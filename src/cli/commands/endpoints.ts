@@ -13,7 +13,7 @@ type Shown = Omit<EndpointState, 'secrets' | 'activeSince'> | EndpointRow;
 const view = (e: Shown) => ({
   id: e.id, url: e.url, events: e.events, description: e.description, status: e.status,
   signature_scheme: e.signatureScheme, ...(e.signingPublicKey ? { signing_public_key: e.signingPublicKey } : {}),
-  rate_limit: e.rateLimit, disabled_reason: e.disabledReason, disabled_at: e.disabledAt,
+  rate_limit: e.rateLimit, ordering: e.ordering, disabled_reason: e.disabledReason, disabled_at: e.disabledAt,
   created_at: e.createdAt, updated_at: e.updatedAt,
 });
 
@@ -31,6 +31,13 @@ function rateLimitOption(values: OptionValues): { rate_limit?: unknown } {
 }
 
 const RATE_LIMIT_HELP = '  --rate-limit N      at most N deliveries per second (1-10000); `none` for no limit';
+const ORDERING_HELP = [
+  '  --ordering none|key  key: each ordering key\'s events in order (Hookstream-Ordering-Key header, else the',
+  '                      user or organization of identity events); none (default): unordered',
+].join('\n');
+
+/** --ordering: checked with the other fields (the store's one message for a bad value). */
+const orderingOption = (values: OptionValues): { ordering?: unknown } => (values['ordering'] === undefined ? {} : { ordering: values['ordering'] });
 
 async function withEndpoints<T>(fn: (endpoints: Endpoints) => Promise<T>): Promise<T> {
   return withNats(async ({ config, log, js, jsm }) => {
@@ -51,12 +58,13 @@ export const endpointsCreate: Command = {
     '  --signature-scheme v1|v1a  v1 (default): HMAC with a whsec_ secret, shown once;',
     '                      v1a: ed25519; hookstream keeps the private key and prints the whpk_ public key',
     RATE_LIMIT_HELP,
+    ORDERING_HELP,
     '',
     'The signing secret is shown once; it can be replaced later with rotate-secret.',
   ].join('\n'),
   options: {
     tenant: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' }, description: { type: 'string' },
-    'signature-scheme': { type: 'string' }, 'rate-limit': { type: 'string' },
+    'signature-scheme': { type: 'string' }, 'rate-limit': { type: 'string' }, ordering: { type: 'string' },
   },
   async run({ values, out }) {
     const tenant = requireTenant(values);
@@ -64,6 +72,7 @@ export const endpointsCreate: Command = {
     const events = requireString(values, 'events').split(',').map((e) => e.trim()).filter(Boolean);
     const input: EndpointInput = {
       url, events, description: values['description'], signature_scheme: values['signature-scheme'], ...rateLimitOption(values),
+      ...orderingOption(values),
     };
     const result = await withEndpoints((e) => e.store.create(tenant, e.parseNew(input)));
     const secret = result.signingSecret;
@@ -72,6 +81,7 @@ export const endpointsCreate: Command = {
       `  url:            ${result.endpoint.url}`,
       `  events:         ${result.endpoint.events.join(', ')}`,
       ...(result.endpoint.rateLimit === null ? [] : [`  rate limit:     ${result.endpoint.rateLimit}/s`]),
+      ...(result.endpoint.ordering === 'none' ? [] : [`  ordering:       ${result.endpoint.ordering}`]),
       secret === undefined
         ? `  public key:     ${result.endpoint.signingPublicKey}   (v1a; verify with: hookstream listen --public-key …)`
         : `  signing secret: ${secret}   (shown once)`,
@@ -81,7 +91,7 @@ export const endpointsCreate: Command = {
 
 export const endpointsUpdate: Command = {
   name: 'endpoints update',
-  summary: "Change an endpoint's url, events, description or rate limit",
+  summary: "Change an endpoint's url, events, description, rate limit or ordering",
   help: [
     'Options:',
     '  --tenant T          tenant id (the endpoint must be this tenant\'s)',
@@ -89,12 +99,13 @@ export const endpointsUpdate: Command = {
     '  --events LIST       new comma-separated event names or wildcards',
     '  --description TEXT  new description',
     RATE_LIMIT_HELP,
+    ORDERING_HELP,
     '',
     'Options left out stay as they are. A disabled endpoint stays disabled (restore it through the API).',
   ].join('\n'),
   options: {
     tenant: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' }, description: { type: 'string' },
-    'rate-limit': { type: 'string' },
+    'rate-limit': { type: 'string' }, ordering: { type: 'string' },
   },
   positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
   async run({ values, positionals, out }) {
@@ -106,8 +117,9 @@ export const endpointsUpdate: Command = {
       ...(typeof values['events'] === 'string' ? { events: values['events'].split(',').map((e) => e.trim()).filter(Boolean) } : {}),
       ...(values['description'] !== undefined ? { description: values['description'] } : {}),
       ...rateLimitOption(values),
+      ...orderingOption(values),
     };
-    if (Object.keys(input).length === 0) throw new UsageError('nothing to change: pass --url, --events, --description or --rate-limit');
+    if (Object.keys(input).length === 0) throw new UsageError('nothing to change: pass --url, --events, --description, --rate-limit or --ordering');
     const result = await withEndpoints((e) => e.store.update(tenant, id, e.parsePatch(input)));
     const e = result.endpoint;
     out.data(view(e), () => [
@@ -115,6 +127,7 @@ export const endpointsUpdate: Command = {
       `  url:         ${e.url}`,
       `  events:      ${e.events.join(', ')}`,
       `  rate limit:  ${e.rateLimit === null ? 'none' : `${e.rateLimit}/s`}`,
+      `  ordering:    ${e.ordering}`,
       `  status:      ${statusText(e)}`,
     ].join('\n'));
   },
@@ -138,8 +151,8 @@ export const endpointsList: Command = {
     const page = await withDatabase((em) => listEndpoints(em, tenant, { limit }));
     out.data({ data: page.rows.map(view), has_more: page.hasMore }, () => (page.rows.length === 0
       ? `no endpoints for ${tenant}`
-      : table(['ID', 'STATUS', 'RATE LIMIT', 'EVENTS', 'URL'], page.rows.map((e) => [
-        e.id, statusText(e), e.rateLimit === null ? null : `${e.rateLimit}/s`, e.events.join(','), e.url,
+      : table(['ID', 'STATUS', 'RATE LIMIT', 'ORDERING', 'EVENTS', 'URL'], page.rows.map((e) => [
+        e.id, statusText(e), e.rateLimit === null ? null : `${e.rateLimit}/s`, e.ordering, e.events.join(','), e.url,
       ]))));
   },
 };
