@@ -54,13 +54,17 @@ export function createKeyGate(deps: {
   let parkedCount = 0;
   let closed = false;
 
-  /** Whether no delivery of `subject` older than `seq` is still stored, but those this process got a 2xx for. */
-  async function isHead(subject: string, seq: number): Promise<boolean> {
+  /**
+   * `head` when no delivery of `subject` older than `seq` is still stored, but those this process got a
+   * 2xx for; `gone` when `seq` itself is no longer stored (erased, issue 22: it must not be sent).
+   */
+  async function headOf(subject: string, seq: number): Promise<'head' | 'behind' | 'gone'> {
     for (let from = 0; ;) {
       // The server takes next_by_subj (2.9 too); nats.js 3.4 types only seq and last_by_subj (as the backstop).
       const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq: from } as never);
-      if (!m || m.seq >= seq) return true;
-      if (!recentAcks.acked(stream, m.seq)) return false;
+      if (!m || m.seq > seq) return 'gone';
+      if (m.seq === seq) return 'head';
+      if (!recentAcks.acked(stream, m.seq)) return 'behind';
       from = m.seq + 1;
     }
   }
@@ -85,21 +89,28 @@ export function createKeyGate(deps: {
     // An attempt of the key runs here: its end checks again.
     if (k.active.size > 0) return;
     k.checking = true;
-    let head: boolean;
+    let head: 'head' | 'behind' | 'gone';
     try {
-      head = await isHead(subject, lowest.msg.seq);
+      head = await headOf(subject, lowest.msg.seq);
     } catch (e) {
       deps.log.warn('could not read the head of an ordering key; looking again shortly', { endpoint: deps.endpoint, reason: describe(e) });
-      head = false;
+      head = 'behind';
     } finally {
       k.checking = false;
     }
     if (closed) return;
     // A lower delivery arrived meanwhile: that one is the candidate now.
     if (k.parked[0] !== lowest) return void check(subject);
-    if (!head) return later(subject, k);
+    if (head === 'behind') return later(subject, k);
     k.parked.shift();
     parkedCount--;
+    if (head === 'gone') {
+      // Erased while parked: dropped unsent (the server has nothing left to hand out again).
+      deps.inFlight.delete(lowest);
+      go.delete(lowest);
+      lowest.msg.term();
+      return void check(subject);
+    }
     k.active.add(lowest.msg.seq);
     k.delay = CHECK_FIRST_MS;
     const release = go.get(lowest);
