@@ -1,5 +1,5 @@
 // Structured JSON logs, one line per event. Callers pass ids and reasons, never secrets, keys or payloads.
-import { createWriteStream } from 'node:fs';
+import { write } from 'node:fs';
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -15,6 +15,8 @@ export interface Logger {
 
 /** Log output waiting for a slow stderr, beyond which new lines are dropped (and counted) instead. */
 const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+/** A full non-blocking pipe is tried again this often. */
+const FULL_PIPE_RETRY_MS = 10;
 let stderr: ((line: string) => void) | undefined;
 let onDrop: (() => void) | undefined;
 
@@ -32,25 +34,50 @@ export function onLogLineDropped(hook: () => void): void {
 /**
  * Lines to stderr without blocking the event loop (issue 23): process.stderr writes to a pipe
  * synchronously, so a log collector that stops reading stopped deliveries. Writes go through the thread
- * pool, in order; past MAX_PENDING_BYTES waiting, lines are dropped and the next line written says how many.
- * Pending lines are written before the process exits on its own (the service never calls process.exit).
+ * pool, in order, the lines waiting meanwhile in one write; past MAX_PENDING_BYTES waiting, lines are
+ * dropped and the next line written says how many. Pending lines are written before the process exits on
+ * its own (the service never calls process.exit). Node makes fd 2 non-blocking once anything touches
+ * process.stderr (a warning, the CLI's own lines, OpenTelemetry's SDK at import), so a full pipe can
+ * answer EAGAIN: the rest of that write is tried again shortly, never given up (issue 20).
  */
 function stderrLines(): (line: string) => void {
   if (stderr) return stderr;
-  const out = createWriteStream('', { fd: 2, autoClose: false });
-  out.on('error', () => {}); // stderr itself failing: nowhere left to say so
+  let queued: string[] = [];
+  let pendingBytes = 0;
+  let writing = false;
+  let failed = false;
   let dropped = 0;
+  const flush = () => {
+    if (writing || failed || queued.length === 0) return;
+    writing = true;
+    const buf = Buffer.from(queued.join(''));
+    queued = [];
+    const rest = (offset: number): void => write(2, buf, offset, buf.length - offset, null, (e, n) => {
+      if (e?.code === 'EAGAIN') return void setTimeout(rest, FULL_PIPE_RETRY_MS, offset);
+      if (e) { failed = true; return; } // stderr itself failing: nowhere left to say so
+      if (offset + n < buf.length) return rest(offset + n);
+      pendingBytes -= buf.length;
+      writing = false;
+      flush();
+    });
+    rest(0);
+  };
+  const enqueue = (line: string) => {
+    queued.push(`${line}\n`);
+    pendingBytes += Buffer.byteLength(line) + 1;
+    flush();
+  };
   stderr = (line) => {
-    if (out.writableLength > MAX_PENDING_BYTES) {
+    if (pendingBytes > MAX_PENDING_BYTES) {
       dropped++;
       onDrop?.();
       return;
     }
     if (dropped > 0) {
-      out.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'warn', msg: 'log lines dropped: stderr was not keeping up', dropped })}\n`);
+      enqueue(JSON.stringify({ time: new Date().toISOString(), level: 'warn', msg: 'log lines dropped: stderr was not keeping up', dropped }));
       dropped = 0;
     }
-    out.write(`${line}\n`);
+    enqueue(line);
   };
   return stderr;
 }
