@@ -227,7 +227,9 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   const cliEnv = { ...process.env, ...env };
   const list = await runCli(['dead-letters', 'list', '--json'], cliEnv);
   t.is(list.code, 0, list.stderr);
-  const deadLetterId = (JSON.parse(list.stdout) as { data: { id: string }[] }).data[0]!.id;
+  const listed = (JSON.parse(list.stdout) as { data: { id: string; trace_id: string | null }[] }).data[0]!;
+  t.is(listed.trace_id, original, 'the dead letter records its trace');
+  const deadLetterId = listed.id;
   const replayed = await runCli(['dead-letters', 'replay', deadLetterId], cliEnv);
   t.is(replayed.code, 0, replayed.stderr);
   const replay = await eventually(() => otlp.spans.find((s) => s.name === 'replay dead_letter'), 30_000, 'the replay span');

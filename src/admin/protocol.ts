@@ -237,6 +237,8 @@ export interface DeadLetterOut {
   replay_count: number;
   last_replayed_at: string | null;
   status: DeadLetterStatus;
+  /** The OpenTelemetry trace of the delivery that died last, when it carried one. */
+  trace_id: string | null;
 }
 
 /** The wire shape of a stored dead letter. */
@@ -245,7 +247,7 @@ export const deadLetterOut = (r: DeadLetterRow): DeadLetterOut => ({
   attempts: r.attempts, last_status: r.last_status, last_error: r.last_error,
   failed_at: iso(r.failed_at), created_at: iso(r.created_at),
   dead_count: r.dead_count, replay_count: r.replay_count,
-  last_replayed_at: r.last_replayed_at ? iso(r.last_replayed_at) : null, status: r.status,
+  last_replayed_at: r.last_replayed_at ? iso(r.last_replayed_at) : null, status: r.status, trace_id: r.trace_id ?? null,
 });
 
 export interface DeadLettersListOut {

@@ -111,6 +111,7 @@ export function deadLetterPage(v: Viewer, s: DeadLetterShowOut, flash?: Flash): 
 <dt>Event</dt><dd>${d.event_type}</dd>
 <dt>Died</dt><dd>${time(d.failed_at)} after ${d.attempts} attempts; last: ${dash(d.last_status)} ${dash(d.last_error)}</dd>
 <dt>Status</dt><dd>${d.status}, died ${d.dead_count}×, replayed ${d.replay_count}×${d.last_replayed_at ? html`, last ${time(d.last_replayed_at)}` : ''}</dd>
+${d.trace_id ? html`<dt>Trace</dt><dd><code>${d.trace_id}</code></dd>` : ''}
 <dt>Authentication tag</dt><dd>${s.tag === 'current' || s.tag === 'previous' ? 'valid' : s.tag === 'missing' ? 'missing (stored before tags: see keys reseal-dead-letters)' : 'DOES NOT MATCH: a forged or altered record, not replayable'}</dd>
 </dl>
 <form method="post" action="/dead-letters/${d.id}/replay">

@@ -112,6 +112,8 @@ export const DeadLetter = defineEntity({
     status: p.text().$type<DeadLetterStatus>().default(DeadLetterStatus.Dead),
     /** Keyed hashes of the subject ids its message carries (erasure, issue 22); null before it. */
     subjectHashes: p.array().nullable(),
+    /** The trace id of the delivery that died last (issue 20); null without a traceparent. */
+    traceId: p.text().nullable(),
   },
   // One record per message and endpoint: a repeated max-deliveries advisory finds the existing row.
   checks: [{ name: 'dead_letters_status_check', expression: `status in (${DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(', ')})` }],

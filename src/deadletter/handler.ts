@@ -20,7 +20,7 @@ import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
 import type { OpsEvents } from '../ops/events.ts';
-import { Attr, traceDeadLetter, tracing } from '../telemetry/tracing.ts';
+import { Attr, traceDeadLetter, traceIdOf, tracing } from '../telemetry/tracing.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
 const RETRY_DELAY_MS = 5_000;
@@ -111,6 +111,7 @@ export async function startDeadLetterHandler(deps: {
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
     const message = captureMessage(original.subject, original.header, original.data);
     const attempts = failure?.attempt ?? death.deliveries;
+    const traceId = traceIdOf(original.header);
     const row = await storeDeadLetter(orm.em.fork(), {
       endpointId: endpoint, tenant, webhookId, eventType: event,
       attempts, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
@@ -118,18 +119,17 @@ export async function startDeadLetterHandler(deps: {
       sealed: deps.sealer.seal(message), tag: deps.sealer.tag({ endpointId: endpoint, tenant, webhookId, eventType: event }, message),
       subjectHashes: deps.sealer.subjects
         ? subjectsOf(deliveryData(original.data), original.header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
+      traceId,
     });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (row?.inserted) metrics.deadLettersStored.inc();
     // The record first, then the removal, then the notice (issue 17): a notice never announces a dead
     // letter that is not there, and an unavailable OPS stream does not keep a dead message in its queue.
     await remove(death.stream, death.seq);
-    // Traced: the end of the delivery's trace; its trace id is in the line, and in the sealed message's traceparent.
-    const traced = tracing.on && row
-      ? traceDeadLetter(original.header, { [Attr.Endpoint]: endpoint, [Attr.WebhookId]: webhookId, [Attr.DeadLetter]: row.id, [Attr.Attempts]: attempts })
-      : undefined;
+    // Traced: the end of the delivery's trace, whose id its row and this line keep.
+    if (tracing.on && row) traceDeadLetter(original.header, { [Attr.Endpoint]: endpoint, [Attr.WebhookId]: webhookId, [Attr.DeadLetter]: row.id, [Attr.Attempts]: attempts });
     deaths.warn(endpoint, 'delivery is dead; dead letter stored', {
-      endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null, ...traced,
+      endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null, ...(traceId ? { trace_id: traceId } : {}),
       ...(death.by === 'backstop' ? { found_by: 'backstop' } : {}),
     });
     if (row && tenant && webhookId && event) {

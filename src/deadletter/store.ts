@@ -40,6 +40,8 @@ export interface DeadLetterRow {
   replay_count: number;
   last_replayed_at: Timestamp | null;
   status: DeadLetterStatus;
+  /** The trace of the delivery that died last (issue 20); null when it carried none. */
+  trace_id: string | null;
 }
 
 export interface SealedDeadLetterRow extends DeadLetterRow {
@@ -81,6 +83,8 @@ export interface NewDeadLetter {
   sourceSeq: number;
   /** Keyed hashes of the subject ids its message carries (src/erasure/subject-hash.ts), for erasure. */
   subjectHashes?: string[];
+  /** The trace id its traceparent names (issue 20). */
+  traceId?: string | null;
 }
 
 type Sql = Pick<EntityManager, 'execute'>;
@@ -111,21 +115,22 @@ export async function deleteDeadLetters(sql: Sql, ids: readonly string[]): Promi
 }
 
 const COLUMNS = `id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at, created_at,
-  dead_count, replay_count, last_replayed_at, status`;
+  dead_count, replay_count, last_replayed_at, status, trace_id`;
 // Ids compare byte-wise whatever the database's locale: they are time-ordered in that order.
 const ID = 'id collate "C"';
 
 const UPSERT = `
 insert into dead_letters (id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at,
-                          sealed, tag, source_stream, source_seq, subject_hashes, created_at, dead_count, replay_count, status)
-values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], now(), 1, 0, '${DeadLetterStatus.Dead}')
+                          sealed, tag, source_stream, source_seq, subject_hashes, trace_id, created_at, dead_count, replay_count, status)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, now(), 1, 0, '${DeadLetterStatus.Dead}')
 on conflict (endpoint_id, webhook_id) do update set
   -- the same advisory again (same source message) changes nothing; a replay that died again does
   dead_count = dead_letters.dead_count + case when dead_letters.source_stream = excluded.source_stream
                                                and dead_letters.source_seq = excluded.source_seq then 0 else 1 end,
   attempts = excluded.attempts, last_status = excluded.last_status, last_error = excluded.last_error,
   failed_at = excluded.failed_at, sealed = excluded.sealed, tag = excluded.tag, source_stream = excluded.source_stream,
-  source_seq = excluded.source_seq, subject_hashes = excluded.subject_hashes, status = '${DeadLetterStatus.Dead}'
+  source_seq = excluded.source_seq, subject_hashes = excluded.subject_hashes, trace_id = excluded.trace_id,
+  status = '${DeadLetterStatus.Dead}'
 returning (xmax = 0) as inserted, id, dead_count`;
 
 /**
@@ -135,7 +140,7 @@ returning (xmax = 0) as inserted, id, dead_count`;
 export async function storeDeadLetter(sql: Sql, d: NewDeadLetter): Promise<{ inserted: boolean; id: DeadLetterId; dead_count: number } | undefined> {
   const [row] = await sql.execute<{ inserted: boolean; id: DeadLetterId; dead_count: number }[]>(UPSERT, [
     newDeadLetterId(), d.endpointId, d.tenant, d.webhookId, d.eventType, d.attempts, d.lastStatus, d.lastError, d.failedAt,
-    Buffer.from(d.sealed), Buffer.from(d.tag), d.sourceStream, d.sourceSeq, hashArray(d.subjectHashes ?? []),
+    Buffer.from(d.sealed), Buffer.from(d.tag), d.sourceStream, d.sourceSeq, hashArray(d.subjectHashes ?? []), d.traceId ?? null,
   ]);
   return row;
 }

@@ -171,13 +171,12 @@ export function attemptAnswered(span: Span, outcome: { ok: boolean; status: numb
   span.end();
 }
 
+/** The trace id a message's traceparent names, if any (a dead letter's row keeps it). */
+export const traceIdOf = (h: MsgHdrs | undefined): string | null => spanContextOf(h?.get(TRACEPARENT_HEADER))?.traceId ?? null;
+
 /** A dead letter stored: an instant span in the delivery's trace, so the trace shows where it ended. */
-export function traceDeadLetter(h: MsgHdrs | undefined, attributes: Attributes): { trace_id?: string } {
-  const parent = contextOf(h);
-  const span = tracer().startSpan('dead_letter', { kind: SpanKind.INTERNAL, attributes }, parent);
-  span.end();
-  const sc = trace.getSpanContext(parent);
-  return sc && isSpanContextValid(sc) ? { trace_id: sc.traceId } : {};
+export function traceDeadLetter(h: MsgHdrs | undefined, attributes: Attributes): void {
+  tracer().startSpan('dead_letter', { kind: SpanKind.INTERNAL, attributes }, contextOf(h)).end();
 }
 
 /**

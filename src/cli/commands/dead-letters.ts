@@ -119,6 +119,7 @@ export const deadLettersShow: Command = {
       `  died:          ${d.dead_count}x`,
       `  replayed:      ${d.replay_count}x${d.last_replayed_at ? `, last at ${d.last_replayed_at}` : ''}`,
       `  tag:           ${TAG_TEXT[shown.tag]}`,
+      ...(d.trace_id ? [`  trace:         ${d.trace_id}`] : []),
       '',
       `subject: ${shown.message.subject}`,
       ...Object.entries(shown.message.headers).map(([k, v]) => `${k}: ${v.join(', ')}`),

@@ -14,6 +14,7 @@ import { Migration0008DeadLetterTag } from './0008-dead-letter-tag.ts';
 import { Migration0010IdempotentAnswers } from './0010-idempotent-answers.ts';
 import { Migration0011EndpointOrdering } from './0011-endpoint-ordering.ts';
 import { Migration0012DeadLetterSubjects } from './0012-dead-letter-subjects.ts';
+import { Migration0013DeadLetterTrace } from './0013-dead-letter-trace.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -28,4 +29,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0010-idempotent-answers', class: Migration0010IdempotentAnswers },
   { name: '0011-endpoint-ordering', class: Migration0011EndpointOrdering },
   { name: '0012-dead-letter-subjects', class: Migration0012DeadLetterSubjects },
+  { name: '0013-dead-letter-trace', class: Migration0013DeadLetterTrace },
 ];
