@@ -33,6 +33,8 @@ export interface EndpointPlan {
   events: EventName[];
   /** v1a endpoints sign with ed25519 (issue 11); absent: v1. */
   scheme?: 'v1a';
+  /** Issue 21: ordered per key; absent: none. */
+  ordering?: 'key';
 }
 
 /**
@@ -142,7 +144,7 @@ export async function startGroup(name: string, opts: Options, endpoints: Endpoin
   const started = performance.now();
   await Promise.all(Array.from({ length: 64 }, async () => {
     for (let item = queue.pop(); item; item = queue.pop()) {
-      await store.create(item[0].tenant as TenantId, { url: item[0].url, events: item[0].events, signature_scheme: item[0].scheme });
+      await store.create(item[0].tenant as TenantId, { url: item[0].url, events: item[0].events, signature_scheme: item[0].scheme, ordering: item[0].ordering });
       if (++made % 2000 === 0) progress(`${name}: ${made}/${endpoints.length} endpoints created`);
     }
   }));

@@ -13,10 +13,10 @@ import { sleep, wallNow } from './time.ts';
 export const eventBody = (phase: string, i: number) => JSON.stringify({ userId: `user_bench${i}`, p: phase, i, t: wallNow() });
 
 /** Publish as fast as JetStream takes them, `window` publishes awaiting their ack at once. */
-export async function publishBurst(js: JetStreamClient, subjects: (i: number) => string, count: number, phase: string, window = 256): Promise<void> {
+export async function publishBurst(js: JetStreamClient, subjects: (i: number) => string, count: number, phase: string, window = 256, body = eventBody): Promise<void> {
   let next = 0;
   await Promise.all(Array.from({ length: window }, async () => {
-    for (let i = next++; i < count; i = next++) await js.publish(subjects(i), eventBody(phase, i));
+    for (let i = next++; i < count; i = next++) await js.publish(subjects(i), body(phase, i));
   }));
 }
 
@@ -85,13 +85,15 @@ export async function ceiling(receivers: Receivers, endpoints: EndpointPlan[], d
  * tenant; `subject` picks another shape (e.g. one endpoint per event), `perTenant` then being its fan-out.
  */
 export async function throughputRun(group: Group, receivers: Receivers, deliveries: number, label: string, tenants: number, perTenant: number, prefix = 't',
-  subject: (i: number) => string = (i) => `events.${prefix}${i % tenants}.user.updated`): Promise<{ rate: number; cpu: string }> {
+  subject: (i: number) => string = (i) => `events.${prefix}${i % tenants}.user.updated`,
+  /** Issue 21: the bodies, and how many of the events are never answered 2xx (a failing key's). */
+  keyed?: { body: (phase: string, i: number) => string; failing: (events: number) => number }): Promise<{ rate: number; cpu: string }> {
   const events = Math.ceil(deliveries / perTenant);
-  const total = events * perTenant;
+  const total = (events - (keyed?.failing(events) ?? 0)) * perTenant;
   const meter = cpuMeter(group, receivers);
   const started = wallNow();
   // A failed publish (a timed-out ack, on a cluster) ends the run with its error, not as an unhandled rejection.
-  await Promise.all([publishBurst(group.js, subject, events, label), waitForCount(receivers, label, total, 300_000, label)]);
+  await Promise.all([publishBurst(group.js, subject, events, label, 256, keyed?.body), waitForCount(receivers, label, total, 300_000, label)]);
   const cpu = meter();
   const stats = await receivers.stats(label);
   return { rate: total / ((stats.last - started) / 1000), cpu };

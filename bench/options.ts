@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 // 'one' and 'maxrate' measure the common case of issue 13: events that reach one or two endpoints.
-export const SCENARIOS = ['throughput', 'one', 'maxrate', 'latency', 'isolation', 'fanout', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'ordered', 'one', 'maxrate', 'latency', 'isolation', 'fanout', 'scale'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface Size {
@@ -32,7 +32,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --size short|long      short fits in about two minutes, long in about ten (default: short)
   --json                 write one JSON object with every figure to stdout (the table still goes to stderr)
   --only LIST            comma-separated scenarios to run: ${SCENARIOS.join(', ')} (default: all);
-                         one: throughput_1to1, ratio_1to1, throughput_2; maxrate: the max_rate_1to1 sweep
+                         one: throughput_1to1, ratio_1to1, throughput_2; maxrate: the max_rate_1to1 sweep;
+                         ordered: throughput_ordered_100 beside throughput_100, and with one key failing
   --roles LIST           service roles to run (default: router,delivery,deadletter)
   --ports N              receiver ports, i.e. endpoint hosts (default: 100)
   --ceiling-concurrency N  POSTs in flight in the ceiling loop (default: 256)

@@ -1,6 +1,7 @@
 // Benchmark receivers: a child process holding many HTTP servers on loopback (one port stands for one
 // endpoint host, so the sender keeps one connection pool per port). Each port answers as told: 'ok'
-// (204), 'fail' (500) or 'hang' (accepts, reads the request, never answers). Every answered 2xx request
+// (204), 'fail' (500) or 'hang' (accepts, reads the request, never answers); a body marked `"fail":true`
+// is answered 500 on any port (the failing ordering key of issue 21). Every answered 2xx request
 // is counted per phase (the `p` field of the body's data) with its publish-to-receipt latency (the `t`
 // field, wall-clock milliseconds taken by the producer just before publishing).
 // Driven over IPC by bench/processes.ts: messages are ReceiverCommand, answers are ReceiverReply.
@@ -52,6 +53,7 @@ function phaseOf(name: string): Phase {
 /** Pulls `"p":"…"` and `"t":123.4` out of the body without a full parse (kept cheap: the receivers share the CPU). */
 const PHASE = /"p":"([^"]*)"/;
 const SENT = /"t":([0-9.]+)/;
+export const FAILING = '"fail":true';
 
 function listen(index: number): Promise<number> {
   const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
@@ -60,9 +62,10 @@ function listen(index: number): Promise<number> {
     req.on('end', () => {
       const mode = modes[index]!;
       if (mode === 'hang') { hanging.add(res); res.on('close', () => hanging.delete(res)); return; }
-      if (mode === 'fail') { res.writeHead(500).end(); return; }
-      res.writeHead(204).end();
       const body = Buffer.concat(chunks).toString('latin1');
+      // Issue 21: an event marked failing (its ordering key's head fails for ever) is answered 500 anywhere.
+      if (mode === 'fail' || body.includes(FAILING)) { res.writeHead(500).end(); return; }
+      res.writeHead(204).end();
       const at = now();
       const phase = phaseOf(PHASE.exec(body)?.[1] ?? '');
       phase.count++;

@@ -7,7 +7,7 @@ export type Figures = Record<string, number | string | null | object>;
 /** The headline figures, always present in the JSON (null when their scenario did not run). */
 export const KEYS = [
   'throughput_1to1', 'ratio_1to1', 'throughput_2', 'max_rate_1to1',
-  'throughput_100', 'throughput_100_v1a', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_100_v1a', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
+  'throughput_100', 'throughput_100_v1a', 'throughput_ordered_100', 'ratio_ordered_100', 'ratio_ordered_failing_key', 'throughput_5000', 'ceiling', 'ratio_100', 'ratio_100_v1a', 'ratio_5000', 'latency_p50_ms', 'latency_p99_ms',
   'publish_p99_ms_healthy', 'publish_p99_ms_degraded', 'publish_isolation_ratio', 'endpoint_isolation_ratio',
   'fanout_1000_ms', 'startup_10000_s', 'rss_10000_mb', 'idle_cpu_10000_pct',
 ] as const;

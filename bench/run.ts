@@ -39,7 +39,7 @@ async function main(): Promise<number> {
   const receivers = await startReceivers(opts.ports);
   cleanups.push(async () => { await receivers.call({ cmd: 'stop' }).catch(() => {}); });
   try {
-    if (['throughput', 'one', 'maxrate', 'latency', 'isolation'].some((s) => opts.only.has(s as Scenario))) await groupSmall(opts, size, receivers, figures);
+    if (['throughput', 'ordered', 'one', 'maxrate', 'latency', 'isolation'].some((s) => opts.only.has(s as Scenario))) await groupSmall(opts, size, receivers, figures);
     // Right after the one-node throughput_100 rounds, so the two are measured close together.
     if (opts.cluster) await groupCluster(opts, size, receivers, figures);
     if (opts.only.has('throughput')) await groupMedium(opts, size, receivers, figures);

@@ -7,6 +7,7 @@ import type { Options, Size } from '../options.ts';
 import { startServiceProcess, type Receivers } from '../processes.ts';
 import { fmt, median, progress, round, row, type Figures } from '../report.ts';
 import { steadyScenarios, steadySubject } from './steady.ts';
+import { orderedScenarios } from './ordered.ts';
 
 export async function groupSmall(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
   const endpoints = plan(10, 10, receivers.ports, 't');
@@ -20,7 +21,11 @@ export async function groupSmall(opts: Options, size: Size, receivers: Receivers
   const pairEndpoints = opts.only.has('one')
     ? plan(10, 10, receivers.ports, 'd', endpoints.length + v1aEndpoints.length).map((e, i): EndpointPlan => ({ ...e, events: [ORG_EVENTS[(i % 10) >> 1]!] }))
     : [];
-  const group = await startGroup('e100', opts, [...endpoints, ...v1aEndpoints, ...pairEndpoints]);
+  // Issue 21: 100 endpoints ordered per key (tenants o0..o9), for throughput_ordered_100 (scenarios/ordered.ts).
+  const orderedEndpoints = opts.only.has('ordered')
+    ? plan(10, 10, receivers.ports, 'o', endpoints.length + v1aEndpoints.length + pairEndpoints.length).map((e): EndpointPlan => ({ ...e, ordering: 'key' }))
+    : [];
+  const group = await startGroup('e100', opts, [...endpoints, ...v1aEndpoints, ...pairEndpoints, ...orderedEndpoints]);
   group.service = await startServiceProcess(group, opts);
   progress(`e100: service ready in ${fmt(group.service.readyMs / 1000)} s`);
 
@@ -56,6 +61,8 @@ export async function groupSmall(opts: Options, size: Size, receivers: Receivers
   }
 
   const service = group.service;
+
+  if (opts.only.has('ordered')) await orderedScenarios(group, receivers, size, figures);
 
   if (opts.only.has('one')) {
     // The common case (issue 13): each event reaches one endpoint (the steady phases' shape, as a burst),

@@ -1,0 +1,49 @@
+// Issue 21: ordered delivery per key. 100 endpoints with `ordering: key` (tenants o0..o9, the shape of the
+// throughput_100 endpoints) take the same bursts as those, in alternating rounds so that the ratio
+// compares runs made at nearly the same moment: each event carries one of 1,000 keys (data.userId). Then
+// the same rounds with one key failing for ever (every event of it answered 500): its head waits for its
+// retries and the rest of the key behind it; the figure is what that costs every other key.
+import { throughputRun } from '../load.ts';
+import type { Group } from '../group.ts';
+import type { Size } from '../options.ts';
+import type { Receivers } from '../processes.ts';
+import { FAILING } from '../receivers.ts';
+import { fmt, median, progress, round, row, type Figures } from '../report.ts';
+
+const KEYS = 1000;
+const keyOf = (i: number) => i % KEYS;
+/**
+ * The events of the run, each keyed by its user; with `failing`, key 0's are a key of their own that
+ * fails for ever (a key of the other rounds would hold their events behind its dead-set head).
+ */
+const keyedBody = (failing: boolean) => (phase: string, i: number) => {
+  const fails = failing && keyOf(i) === 0;
+  return JSON.stringify({ userId: fails ? 'user_failing' : `user_key${keyOf(i)}`, p: phase, i, t: performance.timeOrigin + performance.now(), ...(fails ? { fail: true } : {}) });
+};
+/** Events 0, 1000, 2000, … carry key 0. */
+const failingEvents = (events: number) => Math.ceil(events / KEYS);
+
+export async function orderedScenarios(group: Group, receivers: Receivers, size: Size, figures: Figures): Promise<void> {
+  if (!keyedBody(true)('x', 0).includes(FAILING)) throw new Error('the failing marker is not the receivers\'');
+  const per = Math.ceil(size.deliveries100 / size.rounds);
+  const keyed = { body: keyedBody(false), failing: () => 0 };
+  progress('ordered: warming up');
+  await throughputRun(group, receivers, 5000, 'warmo', 10, 10, 'o', undefined, keyed);
+  const plain: number[] = [];
+  const ordered: number[] = [];
+  const failing: number[] = [];
+  for (let r = 0; r < size.rounds; r++) {
+    progress(`ordered: round ${r + 1}/${size.rounds}: unordered, ordered, ordered with a failing key`);
+    plain.push((await throughputRun(group, receivers, per, `tpu-${r}`, 10, 10, 't')).rate);
+    ordered.push((await throughputRun(group, receivers, per, `tpo-${r}`, 10, 10, 'o', undefined, keyed)).rate);
+    failing.push((await throughputRun(group, receivers, per, `tpf-${r}`, 10, 10, 'o', undefined, { body: keyedBody(true), failing: failingEvents })).rate);
+  }
+  const ratios = ordered.map((o, i) => o / plain[i]!);
+  const failRatios = failing.map((f, i) => f / ordered[i]!);
+  figures['throughput_ordered_100'] = round(median(ordered), 0);
+  figures['ratio_ordered_100'] = round(median(ratios), 3);
+  figures['ratio_ordered_failing_key'] = round(median(failRatios), 3);
+  row('throughput_ordered_100', `${fmt(median(ordered), 0)}/s`, `${KEYS} keys; unordered in the same rounds ${fmt(median(plain), 0)}/s`);
+  row('ratio_ordered_100', fmt(median(ratios), 2), `ordered / unordered, median of rounds ${ratios.map((x) => fmt(x, 2)).join(' ')} (target ≥ 0.8)`);
+  row('ratio_ordered_failing_key', fmt(median(failRatios), 2), `one key failing / none, the other keys' deliveries; rounds ${failRatios.map((x) => fmt(x, 2)).join(' ')} (target ≈ 1)`);
+}
