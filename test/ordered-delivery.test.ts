@@ -156,4 +156,9 @@ test.serial('the command line sets and shows ordering; a wrong value is refused'
   const bad = await cli(['endpoints', 'update', id, '--tenant', 'tenant_order_cli', '--ordering', 'fifo']);
   t.not(bad.code, 0);
   t.regex(bad.stderr, /ordering/);
+  const published = await cli(['events', 'publish', '--tenant', 'tenant_order_cli', '--type', 'user.updated', '--data', '{}', '--ordering-key', 'invoice 7']);
+  t.is(published.code, 0, published.stderr);
+  const badKey = await cli(['events', 'publish', '--tenant', 'tenant_order_cli', '--type', 'user.updated', '--data', '{}', '--ordering-key', 'x'.repeat(129)]);
+  t.not(badKey.code, 0);
+  t.regex(badKey.stderr, /ordering-key/);
 });

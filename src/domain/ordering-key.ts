@@ -10,7 +10,7 @@ export const ORDERING_KEY_HEADER = 'Hookstream-Ordering-Key';
 export const MAX_ORDERING_KEY = 128;
 
 /** 1-128 printable ASCII characters (space to tilde): it travels in a NATS header and in logs as is. */
-const KEY_RULE = /^[\x20-\x7e]{1,128}$/;
+const KEY_RULE = new RegExp(`^[\\x20-\\x7e]{1,${MAX_ORDERING_KEY}}$`);
 export const isOrderingKey = (x: unknown): x is string => typeof x === 'string' && KEY_RULE.test(x);
 
 export type OrderingKeyResult = { ok: true; key: string | undefined } | { ok: false; detail: string };

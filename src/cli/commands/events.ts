@@ -2,6 +2,7 @@
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import type { RejectedEventOut } from '../../admin/protocol.ts';
 import { isEventName } from '../../domain/catalogue.ts';
+import { isOrderingKey, MAX_ORDERING_KEY, ORDERING_KEY_HEADER } from '../../domain/ordering-key.ts';
 import { eventSubject } from '../../../streams/events.ts';
 import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
 import { withAdmin, withProducer } from '../context.ts';
@@ -23,8 +24,10 @@ export const eventsPublish: Command = {
     '                 retried under it for 30 s): a repeat with the same id for the',
     '                 same tenant within 2 minutes is delivered once (it may still be stored again:',
     '                 "duplicate" only reports a repeat within 100 ms); other tenants\' ids never clash',
+    '  --ordering-key K  the Hookstream-Ordering-Key header: the event\'s key at endpoints with ordering key',
+    '                 (without it, data.userId / data.organizationId of identity events)',
   ].join('\n'),
-  options: { tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' } },
+  options: { tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' }, 'ordering-key': { type: 'string' } },
   async run({ values, out }) {
     const tenant = requireTenant(values);
     const type = requireString(values, 'type');
@@ -36,11 +39,16 @@ export const eventsPublish: Command = {
     // Retried under one Nats-Msg-Id (ours when --id is absent) until acknowledged, as the README tells
     // producers to: on a cluster a node loss makes publishes fail for a few seconds, and a repeat is dropped.
     const id = typeof values['id'] === 'string' ? values['id'] : `cli-${randomUUID()}`;
+    const orderingKey = values['ordering-key'];
+    // Checked here too, so a wrong key is a usage error rather than a rejected event.
+    if (orderingKey !== undefined && !isOrderingKey(orderingKey)) throw new UsageError(`--ordering-key must be 1-${MAX_ORDERING_KEY} printable ASCII characters`);
     const ack = await withProducer(async ({ js }) => {
       const until = Date.now() + PUBLISH_RETRY_MS;
       for (let attempt = 0; ; attempt++) {
         try {
-          return await js.publish(eventSubject(tenant, type), JSON.stringify(data), { msgID: id, headers: natsHeaders() });
+          const h = natsHeaders();
+          if (typeof orderingKey === 'string') h.set(ORDERING_KEY_HEADER, orderingKey);
+          return await js.publish(eventSubject(tenant, type), JSON.stringify(data), { msgID: id, headers: h });
         } catch (e) {
           if (Date.now() > until) throw new UnreachableError(`the event was not stored within ${PUBLISH_RETRY_MS / 1000} s (${describe(e)}); publish it again with --id ${id}`, e);
           out.info(`publish failed (${describe(e)}); trying again`);
