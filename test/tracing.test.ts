@@ -168,6 +168,11 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   await js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: 'user_1' }), { headers: h });
   // No context: the router starts the trace.
   await js.publish(`events.${tenant}.user.deleted`, JSON.stringify({ userId: 'user_2' }));
+  // A rejected event: its router span says why.
+  const rejectedTrace = hex(16);
+  const hr = natsHeaders();
+  hr.set('traceparent', `00-${rejectedTrace}-${hex(8)}-01`);
+  await js.publish(`events.${tenant}.user.created`, JSON.stringify({ userId: 'not-a-user-id' }), { headers: hr });
 
   const inTrace = (traceId: string) => otlp.spans.filter((s) => s.traceId === traceId);
   const attemptsOf = (traceId: string) => inTrace(traceId).filter((s) => s.name === 'POST' && s.kind === Kind.Client)
@@ -184,6 +189,10 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   t.is(router.service, 'hookstream');
   t.like(router.attributes, { 'messaging.system': 'nats', 'messaging.destination.name': `events.${tenant}.user.updated`, 'messaging.operation.type': 'process' });
   t.is(typeof router.attributes['hookstream.event.sequence'], 'number');
+  t.is(router.attributes['hookstream.deliveries'], 1);
+  const rejected = await eventually(() => inTrace(rejectedTrace).find((s) => s.name === 'process EVENTS'), 30_000, 'the rejected event\'s span');
+  t.is(rejected.attributes['hookstream.rejected'], 'invalid_data');
+  t.is(rejected.status.code, 2);
 
   // Three attempts, made by the other instance, each a child of the router's span.
   const attempts = attemptsOf(producer.traceId);

@@ -19,7 +19,7 @@ import type { TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
-import { carryContext, traceRouting, tracing } from '../telemetry/tracing.ts';
+import { Attr, carryContext, noteOnActiveSpan, traceRouting, tracing } from '../telemetry/tracing.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
@@ -259,6 +259,7 @@ export async function startRouter(deps: {
         return;
       }
       if (enqueued > 0) metrics.deliveriesEnqueued.inc({}, enqueued);
+      if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued });
       routed.done(m);
     };
     return track(m, settle(), Math.max(1, targets.length));

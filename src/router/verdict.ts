@@ -12,6 +12,7 @@ import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
+import { routingRejected, tracing } from '../telemetry/tracing.ts';
 
 /**
  * Routing is tried on deliveries 1 to 7; from the 8th the event is rejected as route_failed without
@@ -100,6 +101,7 @@ export function createVerdicts(deps: { publisher: AckedPublisher; maxEventBytes:
       return;
     }
     metrics.eventsRejected.inc({ reason });
+    if (tracing.on) routingRejected(reason);
     log.warn('event rejected', { subject: m.subject, seq: m.seq, reason, detail });
     m.term();
   }

@@ -44,6 +44,8 @@ export const Attr = {
   Replay: 'hookstream.replay',
   DeadLetter: 'hookstream.dead_letter.id',
   Attempts: 'hookstream.attempts',
+  Deliveries: 'hookstream.deliveries',
+  Rejected: 'hookstream.rejected',
 } as const;
 
 // The W3C trace context, read and written here rather than with @opentelemetry/core's propagator: this
@@ -123,6 +125,13 @@ export function traceRouting<T extends Promise<unknown> | undefined>(
 
 /** Add attributes to the active span (the router's, an attempt's), if there is one. */
 export const noteOnActiveSpan = (attributes: Attributes): void => void trace.getActiveSpan()?.setAttributes(attributes);
+
+/** The event the active router span processes was rejected (stored in REJECTED, never delivered). */
+export function routingRejected(reason: string): void {
+  const span = trace.getActiveSpan();
+  span?.setAttribute(Attr.Rejected, reason);
+  span?.setStatus({ code: SpanStatusCode.ERROR, message: `rejected: ${reason}` });
+}
 
 export interface AttemptFacts {
   endpoint: string;
