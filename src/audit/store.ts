@@ -16,6 +16,7 @@ export const AuditAction = {
   ApiKeyRevoke: 'api_key.revoke',
   ConsoleSignIn: 'console.sign_in',
   EraseSubject: 'erasure.subject',
+  EraseTenant: 'erasure.tenant',
 } as const;
 export type AuditAction = (typeof AuditAction)[keyof typeof AuditAction];
 export const AUDIT_ACTIONS: readonly AuditAction[] = Object.values(AuditAction);

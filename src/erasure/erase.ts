@@ -77,7 +77,9 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
   /** `holding`: events handed to a router and not yet acked by it. */
   const routerFloor = async (): Promise<{ floor: number; holding: number }> => {
     const c = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-    return { floor: c.ack_floor.stream_seq, holding: c.num_ack_pending };
+    // Holding nothing, it has handled all it was given (its ack floor stays behind when the end was deleted or skipped).
+    const floor = c.num_ack_pending === 0 ? Math.max(c.ack_floor.stream_seq, c.delivered.stream_seq) : c.ack_floor.stream_seq;
+    return { floor, holding: c.num_ack_pending };
   };
 
 

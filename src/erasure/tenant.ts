@@ -1,0 +1,102 @@
+// Erasure of a tenant that leaves (issue 22): everything hookstream keeps of it, store by store. Runs from
+// the CLI as the service user with Postgres (it removes endpoint history from ENDPOINTS, which the admin
+// NATS user may not touch). Endpoints still active are first deleted through the store (so every running
+// directory drops them and the delivery role removes their consumers and queues); then their history
+// (sealed secrets included) is purged from ENDPOINTS, and the snapshots that hold their state are purged
+// (the directory folds from the stream until the next snapshot is written).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+import { ENDPOINT_SNAPSHOTS_STREAM } from '../../streams/endpoint-snapshots.ts';
+import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject } from '../../streams/endpoint-health.ts';
+import { deliveryAddress, keyedConsumerName } from '../../streams/deliveries.ts';
+import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
+import { EVENTS_STREAM } from '../../streams/events.ts';
+import { REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
+import { ERASURE_INDEX_STREAM, erasureTenantSubjects } from '../../streams/erasure-index.ts';
+import { OPS_STREAM } from '../../streams/ops.ts';
+import { isApiError } from '../../streams/ensure.ts';
+import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
+import type { EndpointStore } from '../endpoints/store.ts';
+import type { EndpointId, TenantId } from '../domain/ids.ts';
+
+export interface TenantErasureOut {
+  tenant: string;
+  endpoints: number;
+  /** Messages (or rows) removed per store. */
+  stores: {
+    endpoint_events: number;
+    endpoint_snapshots: number;
+    endpoint_health: number;
+    deliveries: number;
+    attempts: number;
+    events: number;
+    rejected: number;
+    erasure_index: number;
+    ops_events: number;
+    dead_letters: number;
+    api_keys: number;
+    idempotency_keys: number;
+    portal_sessions: number;
+    endpoint_rows: number;
+  };
+}
+
+export async function eraseTenant(deps: {
+  jsm: JetStreamManager; em: EntityManager; store: EndpointStore; shards: number;
+  /** Resolves once the endpoint projection has applied ENDPOINTS up to `seq` (the directories follow alike). */
+  waitForProjection: (seq: number) => Promise<void>;
+}, tenant: TenantId): Promise<TenantErasureOut> {
+  const { jsm, em } = deps;
+  const purge = async (stream: string, filter?: string): Promise<number> => {
+    try {
+      return (await jsm.streams.purge(stream, filter === undefined ? undefined : { filter })).purged;
+    } catch (e) {
+      if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return 0;
+      throw e;
+    }
+  };
+  const removeConsumer = (stream: string, name: string) => jsm.consumers.delete(stream, name).catch(() => false);
+  const deleteRows = async (table: string): Promise<number> =>
+    (await em.execute<{ n: number }[]>(`with d as (delete from ${table} where tenant = ? returning 1) select count(*)::int as n from d`, [tenant]))[0]?.n ?? 0;
+
+  const rows = await em.execute<{ id: EndpointId; status: string }[]>('select id, status from endpoints where tenant = ?', [tenant]);
+  const out: TenantErasureOut = {
+    tenant, endpoints: rows.length,
+    stores: {
+      endpoint_events: 0, endpoint_snapshots: 0, endpoint_health: 0, deliveries: 0, attempts: 0, events: 0, rejected: 0,
+      erasure_index: 0, ops_events: 0, dead_letters: 0, api_keys: 0, idempotency_keys: 0, portal_sessions: 0, endpoint_rows: 0,
+    },
+  };
+  const s = out.stores;
+  // Deleted first (a command every directory applies), so no router routes to them while they go; their
+  // history is purged only once the deletes have been read (a directory that never saw one would keep routing).
+  let lastDelete = 0;
+  for (const r of rows) {
+    if (r.status === 'deleted') continue;
+    const done = await deps.store.delete(tenant, r.id).catch(() => undefined);
+    if (done) lastDelete = Math.max(lastDelete, done.seq);
+  }
+  if (lastDelete > 0) await deps.waitForProjection(lastDelete);
+  for (const { id } of rows) {
+    const address = deliveryAddress(id, deps.shards);
+    await removeConsumer(address.stream, id);
+    await removeConsumer(address.stream, keyedConsumerName(id));
+    s.deliveries += await purge(address.stream, address.subject);
+    s.deliveries += await purge(address.stream, `${address.subject}.>`);
+    s.attempts += await purge(ATTEMPTS_STREAM, `attempts.${id}.>`);
+    s.endpoint_health += await purge(ENDPOINT_HEALTH_STREAM, endpointHealthSubject(id));
+    s.endpoint_events += await purge(ENDPOINTS_STREAM, endpointSubject(id));
+  }
+  // Snapshots hold every tenant's endpoints in one blob: all go, the next is written 10,000 events on.
+  if (rows.length > 0) s.endpoint_snapshots = await purge(ENDPOINT_SNAPSHOTS_STREAM);
+  s.events = await purge(EVENTS_STREAM, `events.${tenant}.>`);
+  s.rejected = await purge(REJECTED_STREAM, rejectedTenantSubject(tenant));
+  s.erasure_index = await purge(ERASURE_INDEX_STREAM, erasureTenantSubjects(tenant));
+  s.ops_events = await purge(OPS_STREAM, `ops.${tenant}.>`);
+  s.dead_letters = await deleteRows('dead_letters');
+  s.api_keys = await deleteRows('api_keys');
+  s.idempotency_keys = await deleteRows('idempotency_keys');
+  s.portal_sessions = await deleteRows('portal_sessions');
+  s.endpoint_rows = await deleteRows('endpoints');
+  return out;
+}
