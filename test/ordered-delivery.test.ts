@@ -11,7 +11,7 @@ import type { Received } from './helpers/receiver.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { isOrderingKey, orderingKeyOf, orderingToken, ORDERING_KEY_HEADER } from '../src/domain/ordering-key.ts';
-import { consumerEndpoint, isEndpointSubject, keyedConsumerName } from '../streams/deliveries.ts';
+import { consumerEndpoint, deliveryAddress, isEndpointSubject, keyedConsumerName } from '../streams/deliveries.ts';
 
 // Steps longer than the gate's first look (250 ms), short enough for a dead letter in ~10 s.
 const SCHEDULE = '1s,2s,2s,2s,2s';
@@ -161,4 +161,37 @@ test.serial('the command line sets and shows ordering; a wrong value is refused'
   const badKey = await cli(['events', 'publish', '--tenant', 'tenant_order_cli', '--type', 'user.updated', '--data', '{}', '--ordering-key', 'x'.repeat(129)]);
   t.not(badKey.code, 0);
   t.regex(badKey.stderr, /ordering-key/);
+});
+
+test.serial('switched back to none: new events unordered, those queued per key still in order; a delete drops the keyed queue and consumer', async (t) => {
+  const tenant = 'tenant_order_switch' as TenantId;
+  let headFails = true;
+  const r = await h.receiver((req) => (bodyOf(req).data.n === 0 && headFails ? 500 : 200));
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'], ordering: 'key' });
+  for (let n = 0; n < 3; n++) await h.publish(tenant, 'user.updated', { userId: 'user_switch', n });
+  await eventually(() => (r.received.length > 0 ? true : undefined), 10_000, 'the head\'s first attempt');
+  await h.store.update(tenant, endpoint.id, { ordering: 'none' });
+  await h.publish(tenant, 'user.updated', { userId: 'user_switch', n: 3 });
+  await eventually(() => (r.received.some((x) => bodyOf(x).data.n === 3) ? true : undefined), 10_000, 'the event after the switch, unordered');
+  t.false(r.received.some((x) => [1, 2].includes(bodyOf(x).data.n!)), 'the keyed ones still wait for their head');
+  headFails = false;
+  await eventually(() => (r.received.filter((x) => [1, 2].includes(bodyOf(x).data.n!)).length === 2 ? true : undefined), 20_000, 'the keyed ones after their head');
+  const keyed = r.received.map((x) => bodyOf(x).data.n).filter((n) => n !== 3);
+  t.deepEqual(keyed.slice(keyed.lastIndexOf(0)), [0, 1, 2]);
+
+  // Ordered again, a head failing for ever, then deleted: nothing of it stays queued.
+  await h.store.update(tenant, endpoint.id, { ordering: 'key' });
+  headFails = true;
+  const seen = r.received.length;
+  for (let n = 0; n < 3; n++) await h.publish(tenant, 'user.updated', { userId: 'user_switch_2', n });
+  await eventually(() => (r.received.length > seen ? true : undefined), 10_000, 'the new head\'s attempt');
+  await h.store.delete(tenant, endpoint.id);
+  const { stream, subject } = deliveryAddress(endpoint.id, h.config.deliveryShards);
+  await eventually(async () => {
+    const consumers: string[] = [];
+    for await (const ci of h.service.jsm.consumers.list(stream)) consumers.push(ci.name);
+    const stored = (await h.service.jsm.streams.info(stream, { subjects_filter: `${subject}.>` })).state.subjects ?? {};
+    return !consumers.includes(keyedConsumerName(endpoint.id)) && Object.keys(stored).length === 0 ? true : undefined;
+  }, 20_000, 'the keyed consumer deleted and its subjects purged');
+  t.pass();
 });
