@@ -123,7 +123,10 @@ export async function startEndpointConsumers(deps: {
    * Issue 21: the keyed consumer of an endpoint whose ordering is `none` again is deleted once it holds
    * nothing (pending or ack-pending); until then its loop delivers what it holds, in order.
    */
-  async function drainKeyed(state: EndpointState): Promise<void> {
+  async function drainKeyed(id: EndpointId): Promise<void> {
+    // Read when its turn in the endpoint's chain comes: a reconcile before it may have ordered it again.
+    const state = directory.get(id);
+    if (stopping || state?.status !== EndpointStatus.Active || state.ordering === Ordering.Key) return;
     const address = deliveryAddress(state.id, options.shards);
     const name = keyedConsumerName(state.id);
     const ci = await jsm.consumers.info(address.stream, name).catch((e: unknown) => {
@@ -171,18 +174,19 @@ export async function startEndpointConsumers(deps: {
 
   // One chain per endpoint: a reconcile starts when the previous one of the same endpoint has ended.
   const chains = new Map<EndpointId, Promise<void>>();
-  const reconcile = (id: EndpointId, known?: ConsumerConfig): Promise<void> => {
-    const next = (chains.get(id) ?? Promise.resolve()).then(() => apply(id, known)).catch((e: unknown) => {
-      log.error('could not reconcile endpoint consumer; trying again', { endpoint: id, status: directory.get(id)?.status, reason: describe(e) });
-      // A cluster without a meta leader (a NATS node lost) times out consumer creation for a few seconds:
-      // an endpoint left without its consumer would get nothing until the next restart (fault suite).
-      const retry = setTimeout(() => { if (!stopping) void reconcile(id); }, RECONCILE_RETRY_MS);
-      retry.unref();
-    });
+  const chained = (id: EndpointId, work: () => Promise<void>, onError: (e: unknown) => void): Promise<void> => {
+    const next = (chains.get(id) ?? Promise.resolve()).then(work).catch(onError);
     chains.set(id, next);
     void next.finally(() => { if (chains.get(id) === next) chains.delete(id); });
     return next;
   };
+  const reconcile = (id: EndpointId, known?: ConsumerConfig): Promise<void> => chained(id, () => apply(id, known), (e) => {
+    log.error('could not reconcile endpoint consumer; trying again', { endpoint: id, status: directory.get(id)?.status, reason: describe(e) });
+    // A cluster without a meta leader (a NATS node lost) times out consumer creation for a few seconds:
+    // an endpoint left without its consumer would get nothing until the next restart (fault suite).
+    const retry = setTimeout(() => { if (!stopping) void reconcile(id); }, RECONCILE_RETRY_MS);
+    retry.unref();
+  });
 
   // Followed before the snapshot below is read, so a change during start-up is reconciled too (twice at
   // worst, which is harmless: each reconcile acts on the current state).
@@ -210,13 +214,7 @@ export async function startEndpointConsumers(deps: {
   // Keyed consumers of endpoints no longer ordered, deleted once drained (in the endpoint's reconcile chain).
   const drains = setInterval(() => {
     for (const id of keyedLoops.keys()) {
-      const state = directory.get(id);
-      if (state?.status !== EndpointStatus.Active || state.ordering === Ordering.Key) continue;
-      const next = (chains.get(id) ?? Promise.resolve()).then(() => drainKeyed(state)).catch((e: unknown) => {
-        log.warn('could not look at a keyed consumer to drain; trying again', { endpoint: id, reason: describe(e) });
-      });
-      chains.set(id, next);
-      void next.finally(() => { if (chains.get(id) === next) chains.delete(id); });
+      void chained(id, () => drainKeyed(id), (e) => log.warn('could not look at a keyed consumer to drain; trying again', { endpoint: id, reason: describe(e) }));
     }
   }, DRAIN_CHECK_MS);
   drains.unref();
