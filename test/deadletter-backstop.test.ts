@@ -73,3 +73,20 @@ test.serial('the notice of a death comes after its record and its removal from t
   await eventually(() => (seenAt.length > 0 ? true : undefined), 15_000, 'the exhausted notice');
   t.deepEqual(seenAt[0], { rows: 1, queued: 0 });
 });
+
+test.serial('an ordered endpoint: a keyed head whose advisory is lost is dead-lettered by the backstop, and its key goes on', async (t) => {
+  const r = await h.receiver((req) => (JSON.parse(req.body).data.n === 0 ? 500 : 200));
+  const tenant = 'tenant_lost_keyed' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'], ordering: 'key' });
+  const si = await h.service.jsm.streams.info(ADVISORIES_STREAM);
+  await h.service.jsm.streams.update(ADVISORIES_STREAM, { ...si.config, subjects: ['hookstream_test.nothing'] });
+  await h.publish(tenant, 'user.deleted', { userId: 'user_k', n: 0 });
+  await h.publish(tenant, 'user.deleted', { userId: 'user_k', n: 1 });
+  await r.waitFor(3, 10_000);
+  await new Promise((res) => setTimeout(res, 1000));
+  t.is((await h.service.jsm.streams.info(ADVISORIES_STREAM)).state.messages, 0, 'no advisory was stored');
+  t.false(r.received.some((x) => JSON.parse(x.body).data.n === 1), 'the next one of the key waits behind its dead head');
+  await ensureDeadLetterStream(h.service.jsm, h.config.deliveryShards);
+  await eventually(() => (r.received.some((x) => JSON.parse(x.body).data.n === 1) ? true : undefined), 15_000, 'the key to go on after the backstop');
+  t.deepEqual((await deadLetters(endpoint.id)).map((d) => d.dead_count), [1], 'the head is one dead letter');
+});
