@@ -268,5 +268,14 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   t.true(apiSpans.every((s) => s.instance === 'a'));
   t.true(apiSpans.some((s) => s.scope.includes('instrumentation-koa') && s.name.includes('/v1/webhooks')));
   t.log('API trace:', apiSpans.map((s) => `${s.scope.replace('@opentelemetry/instrumentation-', '')}: ${s.name}`).join('; '));
+
+  // The CLI publishing as a producer (tracing on): its span is the router span's parent.
+  const published = await runCli(['events', 'publish', '--tenant', tenant, '--type', 'user.updated', '--data', '{"userId":"user_9"}'], { ...cliEnv, ...tracingEnv });
+  t.is(published.code, 0, published.stderr);
+  const send = await eventually(() => otlp.spans.find((s) => s.name === 'send EVENTS'), 30_000, 'the CLI\'s producer span');
+  t.is(send.kind, Kind.Producer);
+  t.is(send.attributes['messaging.destination.name'], `events.${tenant}.user.updated`);
+  const routedByCli = await eventually(() => inTrace(send.traceId).find((s) => s.name === 'process EVENTS'), 30_000, 'the router\'s span of the CLI\'s event');
+  t.is(routedByCli.parentSpanId, send.spanId);
   t.true(otlp.contentTypes.has('application/json'));
 });

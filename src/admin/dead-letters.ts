@@ -32,7 +32,7 @@ import {
   type OriginalMessageOut,
 } from './protocol.ts';
 import type { Page } from './requests.ts';
-import { Attr, startReplay, tracing } from '../telemetry/tracing.ts';
+import { Attr, startPublish, tracing } from '../telemetry/tracing.ts';
 
 /** Opened original message, body parsed (it is the JSON body that was POSTed). */
 function messageOut(original: OriginalMessage): OriginalMessageOut {
@@ -102,9 +102,9 @@ export function createDeadLetters(deps: {
     h.set(DeliveryHeader.Replay, String(n));
     const msgId = `${row.webhook_id}.${row.endpoint_id}.replay.${n}`;
     // Traced: a new trace, linked to the original delivery's (its sealed message kept the traceparent).
-    const traced = tracing.on ? startReplay(originalHeader(original, 'traceparent'), {
+    const traced = tracing.on ? startPublish('replay dead_letter', {
       [Attr.DeadLetter]: id, [Attr.Endpoint]: row.endpoint_id, [Attr.WebhookId]: row.webhook_id, [Attr.Replay]: n,
-    }) : undefined;
+    }, originalHeader(original, 'traceparent')) : undefined;
     traced?.carry(h);
     const ack = await js.publish(subject, Buffer.from(original.body_base64, 'base64'), { msgID: msgId, headers: h })
       .finally(() => traced?.end());

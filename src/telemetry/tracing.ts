@@ -4,7 +4,7 @@
 // letter keeps it in its sealed message, and its replay starts a new trace linked to it. Only
 // `traceparent`/`tracestate` are read and written here: `baggage` is never carried, so it cannot reach a
 // receiver. Everything is behind `tracing.on`, false unless the SDK started (sdk.ts): with tracing off
-// the hot path tests one boolean per event and per attempt.
+// the hot path tests that boolean per event, per fan-out message and per attempt, and does nothing else.
 import {
   context, createTraceState, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace,
   type Attributes, type Context, type Span, type SpanContext,
@@ -22,9 +22,8 @@ export const tracing = {
   forwardTraceparent: false,
 };
 
-/** The tracer's name, the instrumentation scope of every span below. */
-export const TRACER_NAME = 'hookstream';
-const tracer = () => trace.getTracer(TRACER_NAME);
+/** The instrumentation scope of every span below. */
+const tracer = () => trace.getTracer('hookstream');
 
 /** Incubating messaging attributes (semantic conventions 1.45), copied as the conventions advise. */
 const MESSAGING_SYSTEM = 'messaging.system';
@@ -189,23 +188,23 @@ export function traceDeadLetter(h: MsgHdrs | undefined, attributes: Attributes):
 }
 
 /**
- * A replay of a dead letter: the root of a new trace (PRODUCER, it publishes the delivery again), linked
- * to the trace of the original delivery when its sealed message carried one. `carry` writes its context
- * into the replayed message's headers.
+ * A publish that starts a trace: a PRODUCER span, root of a new trace, linked to `linkTo` (a
+ * traceparent) when given: a dead letter's replay links to its original delivery's trace, the CLI's
+ * `events publish` (a producer's) links to nothing. `carry` writes its context into the message's headers.
  */
-export function startReplay(originalTraceparent: string | undefined, attributes: Attributes): { carry(h: MsgHdrs): void; end(error?: unknown): void } {
-  const original = spanContextOf(originalTraceparent);
-  const span = tracer().startSpan('replay dead_letter', {
-    kind: SpanKind.PRODUCER, root: true, attributes, ...(original ? { links: [{ context: original }] } : {}),
-  });
+export function startPublish(name: string, attributes: Attributes, linkTo?: string): { carry(h: MsgHdrs): void; end(): void } {
+  const link = spanContextOf(linkTo);
+  const span = tracer().startSpan(name, { kind: SpanKind.PRODUCER, root: true, attributes, ...(link ? { links: [{ context: link }] } : {}) });
   return {
     carry: (h) => carryContext(h, trace.setSpan(ROOT_CONTEXT, span)),
-    end(error) {
-      if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
-      span.end();
-    },
+    end: () => span.end(),
   };
 }
+
+/** The attributes of a publish to EVENTS (the CLI's `events publish`). */
+export const eventsPublishAttributes = (subject: string): Attributes => ({
+  [MESSAGING_SYSTEM]: 'nats', [MESSAGING_OPERATION_NAME]: 'send', [MESSAGING_OPERATION_TYPE]: 'send', [MESSAGING_DESTINATION_NAME]: subject,
+});
 
 /** Header name of the trace id on API answers. */
 export const TRACE_ID_HEADER = 'x-trace-id';

@@ -8,6 +8,7 @@ import { requireString, requireTenant, table, UsageError, type Command } from '.
 import { withAdmin, withProducer } from '../context.ts';
 import { randomUUID } from 'node:crypto';
 import { UnreachableError, describe } from '../../errors.ts';
+import { eventsPublishAttributes, startPublish, tracing } from '../../telemetry/tracing.ts';
 
 /** How long a publish is retried: longer than a NATS cluster takes to elect new leaders after a node loss. */
 const PUBLISH_RETRY_MS = 30_000;
@@ -42,20 +43,24 @@ export const eventsPublish: Command = {
     const orderingKey = values['ordering-key'];
     // Checked here too, so a wrong key is a usage error rather than a rejected event.
     if (orderingKey !== undefined && !isOrderingKey(orderingKey)) throw new UsageError(`--ordering-key must be 1-${MAX_ORDERING_KEY} printable ASCII characters`);
+    const subject = eventSubject(tenant, type);
+    // Traced (OTEL_* set): the producer's span, whose traceparent the event carries to the router and the attempts.
+    const traced = tracing.on ? startPublish('send EVENTS', eventsPublishAttributes(subject)) : undefined;
     const ack = await withProducer(async ({ js }) => {
       const until = Date.now() + PUBLISH_RETRY_MS;
       for (let attempt = 0; ; attempt++) {
         try {
           const h = natsHeaders();
           if (typeof orderingKey === 'string') h.set(ORDERING_KEY_HEADER, orderingKey);
-          return await js.publish(eventSubject(tenant, type), JSON.stringify(data), { msgID: id, headers: h });
+          traced?.carry(h);
+          return await js.publish(subject, JSON.stringify(data), { msgID: id, headers: h });
         } catch (e) {
           if (Date.now() > until) throw new UnreachableError(`the event was not stored within ${PUBLISH_RETRY_MS / 1000} s (${describe(e)}); publish it again with --id ${id}`, e);
           out.info(`publish failed (${describe(e)}); trying again`);
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * 2 ** attempt)));
         }
       }
-    });
+    }).finally(() => traced?.end());
     out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () =>
       `published ${type} for ${tenant} (EVENTS #${ack.seq}${ack.duplicate ? ', duplicate ignored' : ''})`);
   },
