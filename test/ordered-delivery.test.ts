@@ -7,6 +7,7 @@ import { headers as natsHeaders } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { runCli } from './helpers/cli.ts';
+import { createNextBySubject, NextBySubjectError } from '../src/nats/next-by-subject.ts';
 import type { Received } from './helpers/receiver.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
@@ -194,4 +195,16 @@ test.serial('switched back to none: new events unordered, those queued per key s
     return !consumers.includes(keyedConsumerName(endpoint.id)) && Object.keys(stored).length === 0 ? true : undefined;
   }, 20_000, 'the keyed consumer deleted and its subjects purged');
   t.pass();
+});
+
+test.serial('the gate\'s read of a key\'s head: the next stored sequence on a subject, null past the last, an error for a missing stream', async (t) => {
+  const heads = createNextBySubject(h.service.nc, { timeoutMs: 5000 });
+  t.teardown(() => heads.close());
+  const first = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}');
+  const second = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}');
+  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', 0), first.seq);
+  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', first.seq + 1), second.seq);
+  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', second.seq + 1), null);
+  t.is(await heads.next('EVENTS', 'events.tenant_heads.>', 0), first.seq, 'wildcards too');
+  await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
 });

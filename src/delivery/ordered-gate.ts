@@ -7,7 +7,7 @@
 // redelivered, so waiting does not use up its attempts), not in a lane. One check per key at a time, for
 // its lowest parked delivery: at once when an attempt of the key ends in this process, otherwise with
 // backoff (the head is attempted elsewhere, or waits at the server for its retry, or for its dead letter).
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NextBySubject } from '../nats/next-by-subject.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { InFlight } from './in-flight.ts';
@@ -39,7 +39,8 @@ interface Key {
 }
 
 export function createKeyGate(deps: {
-  jsm: JetStreamManager;
+  /** Asks the stream for a key's oldest stored delivery. */
+  heads: NextBySubject;
   stream: string;
   /** 2xx deliveries of this process whose ack may still be on its way: not a head any more. */
   recentAcks: RecentAcks;
@@ -48,7 +49,7 @@ export function createKeyGate(deps: {
   endpoint: string;
   log: Logger;
 }): KeyGate {
-  const { jsm, stream, recentAcks } = deps;
+  const { heads, stream, recentAcks } = deps;
   const keys = new Map<string, Key>();
   const go = new Map<InFlight, () => void>();
   let parkedCount = 0;
@@ -60,12 +61,11 @@ export function createKeyGate(deps: {
    */
   async function headOf(subject: string, seq: number): Promise<'head' | 'behind' | 'gone'> {
     for (let from = 0; ;) {
-      // The server takes next_by_subj (2.9 too); nats.js 3.4 types only seq and last_by_subj (as the backstop).
-      const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq: from } as never);
-      if (!m || m.seq > seq) return 'gone';
-      if (m.seq === seq) return 'head';
-      if (!recentAcks.acked(stream, m.seq)) return 'behind';
-      from = m.seq + 1;
+      const stored = await heads.next(stream, subject, from);
+      if (stored === null || stored > seq) return 'gone';
+      if (stored === seq) return 'head';
+      if (!recentAcks.acked(stream, stored)) return 'behind';
+      from = stored + 1;
     }
   }
 

@@ -32,6 +32,7 @@ import { createWaitingRetries } from './waiting-retries.ts';
 import { createStoredAcks } from './stored-acks.ts';
 import { createRecentAcks } from './recent-acks.ts';
 import { createKeyGate } from './ordered-gate.ts';
+import { createNextBySubject } from '../nats/next-by-subject.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
 export type { DeliveryOptions } from './consumers.ts';
@@ -51,6 +52,8 @@ const PULL_EXPIRES_MS = 120_000;
  */
 const PULL_HEARTBEAT_MS = 30_000;
 const GAUGE_EVERY_MS = 500;
+/** A read of a key's head unanswered this long is retried by the gate's backoff. */
+const HEAD_READ_TIMEOUT_MS = 5000;
 /** Gauge ticks between sweeps of expired signing keys (about a minute). */
 const KEY_SWEEP_TICKS = 120;
 
@@ -80,6 +83,8 @@ export async function startDelivery(deps: {
   const stopRetryNow = serveRetryNow(deps.nc, retries, log);
   const rates = createRateGates({ jsm: deps.jsm, publisher: deps.publisher, replicas: options.replicas, log });
   const recentAcks = createRecentAcks();
+  // Issue 21: the ordering gates' one question to the stream, asked once per keyed delivery.
+  const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
@@ -94,7 +99,7 @@ export async function startDelivery(deps: {
   const consumers = await startEndpointConsumers({
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
-    gateFor: (id, stream) => createKeyGate({ jsm: deps.jsm, stream, recentAcks, inFlight, endpoint: id, log }),
+    gateFor: (id, stream) => createKeyGate({ heads, stream, recentAcks, inFlight, endpoint: id, log }),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
@@ -118,6 +123,7 @@ export async function startDelivery(deps: {
       // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
       await loops.settle();
       attempts.flushAcks();
+      heads.close();
       stopSweep();
     },
   };
