@@ -208,3 +208,24 @@ test.serial('the gate\'s read of a key\'s head: the next stored sequence on a su
   t.is(await heads.next('EVENTS', 'events.tenant_heads.>', 0), first.seq, 'wildcards too');
   await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
 });
+
+test.serial('with a rate limit: each key still in order, and the limit holds', async (t) => {
+  const tenant = 'tenant_order_rate' as TenantId;
+  const seenIds = new Set<string>();
+  const r = await h.receiver((req) => {
+    const id = idOf(req);
+    const first = !seenIds.has(id);
+    seenIds.add(id);
+    return first && bodyOf(req).data.n === 1 ? 500 : 200;
+  });
+  await h.store.create(tenant, { url: r.url, events: ['user.*'], ordering: 'key', rate_limit: 10 });
+  for (let n = 0; n < 5; n++) await Promise.all([0, 1, 2].map((k) => h.publish(tenant, 'user.updated', { userId: `user_rate${k}`, n })));
+  await eventually(() => (r.received.length === 18 ? true : undefined), 30_000, 'every delivery and the three retries');
+  for (let k = 0; k < 3; k++) {
+    const ok = r.received.filter((x, i) => bodyOf(x).data.userId === `user_rate${k}` && !(bodyOf(x).data.n === 1 && r.received.findIndex((y) => idOf(y) === idOf(x)) === i));
+    t.deepEqual(ok.map((x) => bodyOf(x).data.n), [0, 1, 2, 3, 4], `key ${k} in order`);
+  }
+  // At most 10 attempts started in any second (the limit's 1.05 s window).
+  const at = r.received.map((x) => x.at).sort((a, b) => a - b);
+  for (let i = 10; i < at.length; i++) t.true(at[i]! - at[i - 10]! >= 1000, `attempt ${i} within a second of attempt ${i - 10}`);
+});
