@@ -205,7 +205,7 @@ async function nothingFailed(
 ): Promise<DeliveryShowOut> {
   if (!endpoint) throw notFound(`endpoint ${base.endpoint_id}`);
   if (!event) {
-    return { ...base, reason: 'no failure or dead letter recorded, and the event is no longer in EVENTS (kept 7 days)' };
+    return { ...base, reason: 'no failure or dead letter recorded, and the event is no longer in EVENTS (kept 7 days, or erased: hookstream erase)' };
   }
   const subscribed = event.tenant === endpoint.tenant && isEventName(event.type) && matchesAny(endpoint.events, event.type);
   if (!subscribed) {

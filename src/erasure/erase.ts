@@ -11,22 +11,22 @@
 // counts it, so a second run finds nothing and a run cut short is finished by the next one.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
 import { ERASURE_INDEX_STREAM, erasureSubject, type ErasureIndexEntry } from '../../streams/erasure-index.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { parseEvent } from '../domain/event-data.ts';
+import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
 import { deleteDeadLetters, deleteSubjectDeadLetters, unhashedDeadLetters } from '../deadletter/store.ts';
+import { originalHeader } from '../deadletter/sealed-message.ts';
 import type { DeadLetterOpener } from '../admin/opener.ts';
+import { ERASURE_ROUTING_WAIT_MS, type SubjectErasureOut } from '../admin/protocol.ts';
 import type { Logger } from '../log.ts';
 import { describe } from '../errors.ts';
 import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
-import { Match } from '@nats-io/nats-core';
-import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
-import { DeliveryHeader } from '../../streams/deliveries.ts';
-import { originalHeader } from '../deadletter/sealed-message.ts';
-import { ERASURE_ROUTING_WAIT_MS, type SubjectErasureOut } from '../admin/protocol.ts';
 
 /** Deletes in flight at once. */
 const PARALLEL = 32;
