@@ -35,6 +35,28 @@ interface Body { type: string; data: { userId?: string; n?: number; key?: string
 const bodyOf = (r: Received) => JSON.parse(r.body) as Body;
 const idOf = (r: Received) => String(r.headers['webhook-id']);
 
+/**
+ * A receiver failing 20 % of first attempts at random; per key (userId), the event numbers in the order
+ * it answered them 2xx for the first time.
+ */
+async function flakyReceiver(delayMs = 0) {
+  const seen = new Set<string>();
+  const firstOk = new Map<string, number[]>();
+  let answered = 0;
+  const r = await h.receiver((req) => {
+    const id = idOf(req);
+    const first = !seen.has(id);
+    seen.add(id);
+    if (first && Math.random() < 0.2) return 500;
+    const { data } = bodyOf(req);
+    const list = firstOk.get(data.userId!) ?? [];
+    if (!list.includes(data.n!)) { list.push(data.n!); answered++; }
+    firstOk.set(data.userId!, list);
+    return { status: 200, delayMs };
+  });
+  return { r, firstOk, answered: () => answered };
+}
+
 test('the key of an event: the header, else userId or organizationId of identity events, else none', (t) => {
   t.deepEqual(orderingKeyOf('user.updated', { userId: 'user_1' }, undefined), { ok: true, key: 'user_1' });
   t.deepEqual(orderingKeyOf('organizationMembership.deleted', { organizationId: 'org_1', userId: 'user_1' }, undefined), { ok: true, key: 'org_1' });
@@ -59,29 +81,15 @@ test.serial('100 keys x 20 events, 20 % of first attempts failing: each key in o
   const KEYS = 100;
   const EVENTS = 20;
   const tenant = 'tenant_order_many';
-  const seen = new Set<string>();
-  // Per key, the event numbers in the order the receiver answered them 2xx for the first time.
-  const firstOk = new Map<string, number[]>();
-  let answered = 0;
-  const r = await h.receiver((req) => {
-    const id = idOf(req);
-    const first = !seen.has(id);
-    seen.add(id);
-    if (first && Math.random() < 0.2) return 500;
-    const { data } = bodyOf(req);
-    const list = firstOk.get(data.userId!) ?? [];
-    if (!list.includes(data.n!)) { list.push(data.n!); answered++; }
-    firstOk.set(data.userId!, list);
-    return 200;
-  });
+  const { r, firstOk, answered } = await flakyReceiver();
   await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'], ordering: 'key' });
   for (let n = 0; n < EVENTS; n++) {
     // Within a key one after the other; across keys at once.
     await Promise.all(Array.from({ length: KEYS }, (_, k) => h.publish(tenant, 'user.updated', { userId: `user_k${k}`, n })));
   }
-  await eventually(() => (answered >= (KEYS * EVENTS) / 3 ? true : undefined), 60_000, 'a third of the deliveries');
+  await eventually(() => (answered() >= (KEYS * EVENTS) / 3 ? true : undefined), 60_000, 'a third of the deliveries');
   await h.restart();
-  await eventually(() => (answered === KEYS * EVENTS ? true : undefined), 120_000, `every delivery (${answered} so far)`);
+  await eventually(() => (answered() === KEYS * EVENTS ? true : undefined), 120_000, `every delivery (${answered()} so far)`);
   for (let k = 0; k < KEYS; k++) t.deepEqual(firstOk.get(`user_k${k}`), Array.from({ length: EVENTS }, (_, n) => n), `key ${k} in order`);
   t.log(`${r.received.length} requests for ${KEYS * EVENTS} events`);
 });
@@ -234,20 +242,7 @@ test.serial('a NATS restart mid-delivery: each key still in order', async (t) =>
   const KEYS = 30;
   const EVENTS = 10;
   const tenant = 'tenant_order_nats';
-  const seen = new Set<string>();
-  const firstOk = new Map<string, number[]>();
-  let answered = 0;
-  const r = await h.receiver((req) => {
-    const id = idOf(req);
-    const first = !seen.has(id);
-    seen.add(id);
-    if (first && Math.random() < 0.2) return 500;
-    const { data } = bodyOf(req);
-    const list = firstOk.get(data.userId!) ?? [];
-    if (!list.includes(data.n!)) { list.push(data.n!); answered++; }
-    firstOk.set(data.userId!, list);
-    return { status: 200, delayMs: 20 };
-  });
+  const { r, firstOk, answered } = await flakyReceiver(20);
   await h.store.create(tenant as TenantId, { url: r.url, events: ['user.*'], ordering: 'key' });
   for (let n = 0; n < EVENTS; n++) {
     await Promise.all(Array.from({ length: KEYS }, (_, k) => h.publish(tenant, 'user.updated', { userId: `user_n${k}`, n })));
@@ -258,9 +253,9 @@ test.serial('a NATS restart mid-delivery: each key still in order', async (t) =>
     const ci = await h.service.jsm.consumers.info('EVENTS', 'router');
     return ci.num_pending === 0 && ci.num_ack_pending === 0 ? true : undefined;
   }, 30_000, 'every event routed');
-  await eventually(() => (answered >= (KEYS * EVENTS) / 4 ? true : undefined), 60_000, 'a quarter of the deliveries');
+  await eventually(() => (answered() >= (KEYS * EVENTS) / 4 ? true : undefined), 60_000, 'a quarter of the deliveries');
   await h.nats.stop();
   await h.nats.start();
-  await eventually(() => (answered === KEYS * EVENTS ? true : undefined), 120_000, `every delivery after the restart (${answered} so far)`);
+  await eventually(() => (answered() === KEYS * EVENTS ? true : undefined), 120_000, `every delivery after the restart (${answered()} so far)`);
   for (let k = 0; k < KEYS; k++) t.deepEqual(firstOk.get(`user_n${k}`), Array.from({ length: EVENTS }, (_, n) => n), `key ${k} in order`);
 });
