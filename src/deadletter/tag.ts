@@ -5,7 +5,8 @@
 // another endpoint or tenant, or two rows' sealed messages swapped, no longer verify. The opened message is
 // tagged rather than the sealed bytes, so a dead-letter key-pair reseal leaves the tag valid; a master-key
 // rotation needs `hookstream keys reseal-dead-letters` to tag again under the new key.
-import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { deriveSubkey } from '../crypto/subkey.ts';
 
 const KEY_INFO = 'hookstream dead-letter tag v1';
 const DOMAIN = 'hookstream.dead-letter.v1';
@@ -32,7 +33,7 @@ export interface DeadLetterTagger {
 
 /** The tag key of a master key (HKDF-SHA256, its own label): never the master key itself. */
 export function deriveDeadLetterTagKey(masterKey: Uint8Array): Buffer {
-  return Buffer.from(hkdfSync('sha256', masterKey, new Uint8Array(0), KEY_INFO, 32));
+  return deriveSubkey(masterKey, KEY_INFO, 32);
 }
 
 /** Each field length-prefixed, so no two identities encode alike (`a`+`bc` is not `ab`+`c`). */

@@ -3,7 +3,8 @@
 // same id (every retry, replay and re-routing), the admin role can turn an id back into the message, and
 // without the key an id tells nothing (the sequence is global, so plain ids let any tenant count every
 // tenant's events). The key is derived from the master key; this module only takes the bytes.
-import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { deriveSubkey } from '../crypto/subkey.ts';
 
 /** A webhook-id (`msg_…`) of either format below, parsed once at the boundary. */
 export type MessageId = string & { readonly __brand: 'MessageId' };
@@ -26,7 +27,7 @@ const KEY_INFO = 'hookstream webhook-id v1';
 
 /** The 16-byte webhook-id key for a 32-byte master key. */
 export function deriveWebhookIdKey(masterKey: Uint8Array): Buffer {
-  return Buffer.from(hkdfSync('sha256', masterKey, new Uint8Array(0), KEY_INFO, 16));
+  return deriveSubkey(masterKey, KEY_INFO, 16);
 }
 
 // Crockford base 32, lower case, as the other ids (src/domain/ids.ts): valid in NATS subjects and headers.

@@ -2,7 +2,8 @@
 // the erasure index and the dead letters: HMAC-SHA256 under a key derived from the master key, so
 // neither the index stream nor a dead-letter row reveals an id, and nobody without the key can test a
 // guessed id against them. During a master-key rotation both keys' hashes are looked up.
-import { createHmac, hkdfSync } from 'node:crypto';
+import { createHmac } from 'node:crypto';
+import { deriveSubkey } from '../crypto/subkey.ts';
 import type { EventData } from '../domain/event-data.ts';
 
 /**
@@ -62,7 +63,7 @@ const KEY_INFO = 'hookstream erasure index v1';
 
 /** The erasure-index key of a master key (HKDF-SHA256, its own label): never the master key itself. */
 export function deriveErasureKey(masterKey: Uint8Array): Buffer {
-  return Buffer.from(hkdfSync('sha256', masterKey, new Uint8Array(0), KEY_INFO, 32));
+  return deriveSubkey(masterKey, KEY_INFO, 32);
 }
 
 export interface SubjectHasher {
