@@ -27,6 +27,23 @@ test.after.always(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
 
+/** Every migration, in the order they run: a new one is added here once. */
+const MIGRATIONS = [
+  '0001-initial',
+  '0002-signature-scheme',
+  '0003-rate-limit-and-disabled',
+  '0004-dead-letter-source',
+  '0005-projection-skips',
+  '0006-idempotency-keys',
+  '0007-operators-and-audit',
+  '0008-dead-letter-tag',
+  '0009-portal-sessions',
+  '0010-idempotent-answers',
+  '0011-endpoint-ordering',
+  '0012-dead-letter-subjects',
+  '0013-dead-letter-trace',
+];
+
 const newId = () => `webhook_${newIdBody()}`;
 
 function record(tenant: string, id = newId()): EndpointRecord {
@@ -38,7 +55,7 @@ test('migrations create exactly the schema the entities describe', async (t) => 
   const diff = await orm.schema.getUpdateSchemaSQL({ wrap: false });
   t.is(diff.replace(/set names '[^']*';/g, '').trim(), '');
   const executed = await orm.migrator.getExecuted();
-  t.deepEqual(executed.map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers', '0011-endpoint-ordering', '0012-dead-letter-subjects', '0013-dead-letter-trace']);
+  t.deepEqual(executed.map((m) => m.name), MIGRATIONS);
 });
 
 test('opening creates a missing database, and opening again (also twice at once) migrates nothing twice', async (t) => {
@@ -54,7 +71,7 @@ test('opening creates a missing database, and opening again (also twice at once)
   });
   const [a, b] = await Promise.all([openDatabase(url.toString(), silentLogger), openDatabase(url.toString(), silentLogger)]);
   try {
-    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), ['0001-initial', '0002-signature-scheme', '0003-rate-limit-and-disabled', '0004-dead-letter-source', '0005-projection-skips', '0006-idempotency-keys', '0007-operators-and-audit', '0008-dead-letter-tag', '0009-portal-sessions', '0010-idempotent-answers', '0011-endpoint-ordering', '0012-dead-letter-subjects', '0013-dead-letter-trace']);
+    t.deepEqual((await a.migrator.getExecuted()).map((m) => m.name), MIGRATIONS);
     t.deepEqual(await b.migrator.getPending(), []);
     t.deepEqual(await a.em.fork().find(EndpointRecord, {}), []);
   } finally {
