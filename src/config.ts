@@ -1,10 +1,11 @@
 // Configuration comes from environment variables only, read and validated once at start-up; a bad
 // value fails with a ConfigError naming the variable. Only the wiring (src/service.ts, the CLI) reads it.
 import { ConfigError } from './errors.ts';
-import { parseDuration } from './domain/duration.ts';
+import { formatDuration, parseDuration } from './domain/duration.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
 import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
-import { DELIVERY_MAX_BODY, MAX_QUEUED_PER_ENDPOINT } from '../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, MAX_QUEUED_PER_ENDPOINT, QUEUE_RETENTION_MS } from '../streams/deliveries.ts';
+import { ERASURE_INDEX_MAX_AGE_MS } from '../streams/erasure-index.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'] as const;
 export type Role = (typeof ROLES)[number];
@@ -50,6 +51,8 @@ export interface Config {
   maxInFlightPerEndpoint: number;
   /** HOOKSTREAM_MAX_QUEUED: deliveries one endpoint's queue holds; the next is refused and recorded. */
   maxQueuedPerEndpoint: number;
+  /** HOOKSTREAM_QUEUE_RETENTION: a delivery still queued this long after it was routed is removed unsent. */
+  queueRetentionMs: number;
   /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
   deliveryShards: number;
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
@@ -98,6 +101,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_DEAD_LETTER_RETENTION', default: '30d', meaning: 'dead letters are deleted this long after they died (or were last replayed); 0 keeps them' },
   { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
   { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
+  { name: 'HOOKSTREAM_QUEUE_RETENTION', default: formatDuration(QUEUE_RETENTION_MS), meaning: `a delivery still queued this long after it was routed (held for a disabled endpoint, say) is removed unsent; shorter than the erasure index's ${formatDuration(ERASURE_INDEX_MAX_AGE_MS)}, longer than the retry schedule (the same on every instance)` },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
@@ -127,6 +131,24 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
 function duration(name: string, raw: string): number {
   const ms = parseDuration(raw);
   if (ms === undefined) throw new ConfigError(name, `expected a duration like 500ms, 5s, 5m or 2h, got ${JSON.stringify(raw)}`);
+  return ms;
+}
+
+/**
+ * HOOKSTREAM_QUEUE_RETENTION (issue 22). Shorter than the erasure index's entries, or erasure could miss a
+ * delivery held longer than them; longer than every attempt of the retry schedule, or a failing delivery
+ * would vanish instead of becoming a dead letter.
+ */
+function queueRetention(env: Env, retrySchedule: number[], attemptTimeoutMs: number): number {
+  const name = 'HOOKSTREAM_QUEUE_RETENTION';
+  const ms = duration(name, str(env, name, formatDuration(QUEUE_RETENTION_MS)));
+  if (ms >= ERASURE_INDEX_MAX_AGE_MS) {
+    throw new ConfigError(name, `is ${formatDuration(ms)} but must be shorter than the erasure index's ${formatDuration(ERASURE_INDEX_MAX_AGE_MS)}, so erasure finds every queued delivery (default ${formatDuration(QUEUE_RETENTION_MS)})`);
+  }
+  const attempts = retrySchedule.reduce((sum, d) => sum + d, 0) + (retrySchedule.length + 1) * attemptTimeoutMs;
+  if (ms <= attempts) {
+    throw new ConfigError(name, `is ${formatDuration(ms)} but must be longer than HOOKSTREAM_RETRY_SCHEDULE with every attempt's HOOKSTREAM_ATTEMPT_TIMEOUT (${formatDuration(attempts)}), so a failing delivery becomes a dead letter instead of expiring`);
+  }
   return ms;
 }
 
@@ -248,6 +270,7 @@ export function loadConfig(env: Env = process.env): Config {
     forwardTraceparent: flag(env, 'HOOKSTREAM_FORWARD_TRACEPARENT'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),
+    queueRetentionMs: queueRetention(env, retrySchedule, attemptTimeoutMs),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
     deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, 256),

@@ -79,6 +79,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     }
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
+      queueRetentionMs: config.queueRetentionMs,
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
     });
     const keys = await loadKeys(config, log, {

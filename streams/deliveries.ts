@@ -14,6 +14,11 @@ export const DELIVERY_MAX_MSG_SIZE = 512 * 1024;
 export const DELIVERY_MAX_BODY = DELIVERY_MAX_MSG_SIZE - 4 * 1024;
 /** Deliveries one endpoint's queue holds at most by default (HOOKSTREAM_MAX_QUEUED); beyond it a new one is refused. */
 export const MAX_QUEUED_PER_ENDPOINT = 100_000;
+/**
+ * How long a delivery stays queued at most by default (HOOKSTREAM_QUEUE_RETENTION, issue 22): then NATS
+ * removes it unsent. Shorter than the erasure index's 30 days, so erasure finds every queued delivery.
+ */
+export const QUEUE_RETENTION_MS = 28 * 24 * 3600_000;
 /** nats-server's answer to a publish past a subject's limit with discard_new_per_subject (10077). */
 export const QUEUE_FULL_CODE = 10077;
 /**
@@ -131,7 +136,9 @@ const declaredShards = (description: string | undefined): number | undefined => 
   return m ? Number(m[1]) : undefined;
 };
 
-export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: number, maxQueued: number, opts?: EnsureOptions): Promise<void> {
+export async function ensureDeliveryStreams(
+  jsm: JetStreamManager, shards: number, maxQueued: number, opts?: EnsureOptions, queueRetentionMs = QUEUE_RETENTION_MS,
+): Promise<void> {
   // The shard count decides where every endpoint's messages live: changing it would strand them. A set
   // another process is still creating has fewer streams than its count, so the count is read from what
   // each stream declares, never from how many exist; a stream numbered past our count is a mismatch too.
@@ -158,7 +165,8 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_msg_size: DELIVERY_MAX_MSG_SIZE,
-      duplicate_window: nanos(2 * 60_000),
+      // nats-server refuses a window longer than max_age (only a retention of seconds, in tests, is shorter).
+      duplicate_window: nanos(Math.min(2 * 60_000, queueRetentionMs)),
       // The bound on one endpoint's queue (issue 10): a disabled endpoint holds its deliveries here until
       // a restore. Past the bound JetStream refuses that endpoint's next delivery (10077), never another
       // endpoint's, and keeps the oldest, which wait for a retry or a restore: the router records the
@@ -166,6 +174,9 @@ export async function ensureDeliveryStreams(jsm: JetStreamManager, shards: numbe
       max_msgs_per_subject: maxQueued,
       discard: DiscardPolicy.New,
       discard_new_per_subject: true,
+      // Issue 22: no payload waits for ever, not even one a disabled endpoint holds. Set on existing
+      // streams at start too (ensureStream updates a changed max_age in place).
+      max_age: nanos(queueRetentionMs),
       max_consumers: DELIVERY_MAX_CONSUMERS,
     };
     try {

@@ -28,7 +28,11 @@ const TRANSIENT = /timeout|no responders|503|unavailable/i;
  */
 export async function ensureStreams(
   jsm: JetStreamManager,
-  opts: { shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void },
+  opts: {
+    shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void;
+    /** HOOKSTREAM_QUEUE_RETENTION; absent: its default (benches, tests). */
+    queueRetentionMs?: number;
+  },
 ): Promise<void> {
   const o: EnsureOptions = { replicas: opts.replicas };
   const until = Date.now() + STARTUP_PATIENCE_MS;
@@ -36,7 +40,7 @@ export async function ensureStreams(
     try {
       await ensureEndpointsStream(jsm, o);
       await ensureEventsStream(jsm, o);
-      await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o);
+      await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o, opts.queueRetentionMs);
       await ensureDeadLetterStream(jsm, opts.shards, o);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);
       await ensureRejectedStream(jsm, o);

@@ -34,6 +34,7 @@ test('defaults without any variable', (t) => {
     forwardTraceparent: false,
     maxInFlightPerEndpoint: 16,
     maxQueuedPerEndpoint: 100_000,
+    queueRetentionMs: 28 * 86_400_000,
     deliveryShards: 128,
     rateLimitPerSecond: 100,
     maxEventBytes: 262_144,
@@ -97,6 +98,16 @@ test('values are read and parsed', (t) => {
   t.is(loadConfig({ HOOKSTREAM_DEAD_LETTER_RETENTION: '0' }).deadLetterRetentionMs, 0, '0: kept');
 });
 
+test('HOOKSTREAM_QUEUE_RETENTION lies between the retry schedule with its attempts and the erasure index\'s 30 days (issue 22)', (t) => {
+  const short = { HOOKSTREAM_RETRY_SCHEDULE: '1s,2s', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s' };
+  t.is(loadConfig({ ...short, HOOKSTREAM_QUEUE_RETENTION: '6001ms' }).queueRetentionMs, 6001, '1s + 2s + 3 attempts of 1s, and a millisecond');
+  const schedule = t.throws(() => loadConfig({ ...short, HOOKSTREAM_QUEUE_RETENTION: '6s' }), { instanceOf: ConfigError });
+  t.is(schedule.message, 'HOOKSTREAM_QUEUE_RETENTION: is 6s but must be longer than HOOKSTREAM_RETRY_SCHEDULE with every attempt\'s HOOKSTREAM_ATTEMPT_TIMEOUT (6s), so a failing delivery becomes a dead letter instead of expiring');
+  t.is(loadConfig({ HOOKSTREAM_QUEUE_RETENTION: '29d' }).queueRetentionMs, 29 * 86_400_000);
+  const index = t.throws(() => loadConfig({ HOOKSTREAM_QUEUE_RETENTION: '720h' }), { instanceOf: ConfigError });
+  t.is(index.message, 'HOOKSTREAM_QUEUE_RETENTION: is 30d but must be shorter than the erasure index\'s 30d, so erasure finds every queued delivery (default 28d)');
+});
+
 // [variable, bad value] for every kind of variable.
 const BAD: [string, string][] = [
   // durations
@@ -111,6 +122,13 @@ const BAD: [string, string][] = [
   ['HOOKSTREAM_DISABLE_AFTER', 'never'],
   ['HOOKSTREAM_DEAD_LETTER_RETENTION', 'forever'],
   ['HOOKSTREAM_DEAD_LETTER_RETENTION', '30 days'],
+  ['HOOKSTREAM_QUEUE_RETENTION', '0'],
+  ['HOOKSTREAM_QUEUE_RETENTION', 'forever'],
+  // not shorter than the erasure index's 30 days
+  ['HOOKSTREAM_QUEUE_RETENTION', '30d'],
+  ['HOOKSTREAM_QUEUE_RETENTION', '90d'],
+  // not longer than the default retry schedule (29 h 17 m 35 s, plus 15 s per attempt)
+  ['HOOKSTREAM_QUEUE_RETENTION', '1d'],
   // retry schedule
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s,,30s'],
   ['HOOKSTREAM_RETRY_SCHEDULE', '5s;30s'],

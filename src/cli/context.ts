@@ -62,6 +62,7 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
     const jsm = await startupJetStreamManager(nc);
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
+      queueRetentionMs: config.queueRetentionMs,
     });
     return await fn({ config, log, nc, js, jsm });
   } finally {
