@@ -3,11 +3,10 @@
 // by the backstop; and the operational notice of a death comes after its record and its removal from the
 // queue. Real NATS, Postgres, delivery and dead-letter roles, and a receiver that always fails.
 import test from 'ava';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import { ADVISORIES_STREAM, ensureDeadLetterStream } from '../streams/dead-letters.ts';
-import { deliveryAddress } from '../streams/deliveries.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
 let h: TestService;
@@ -21,11 +20,7 @@ test.before(async () => {
 });
 test.after.always(() => h?.closeAll());
 
-async function queued(endpoint: EndpointId): Promise<number> {
-  const address = deliveryAddress(endpoint, h.config.deliveryShards);
-  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
-  return info.state.subjects?.[address.subject] ?? 0;
-}
+const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
 
 const deadLetters = (endpoint: EndpointId) => h.service.orm!.em.fork().getConnection().execute<{ id: string; dead_count: number }[]>(
   'select id, dead_count from dead_letters where endpoint_id = ?', [endpoint]);

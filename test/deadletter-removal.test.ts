@@ -4,13 +4,12 @@
 // here over a JetStreamManager whose deleteMessage the test controls.
 import test from 'ava';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { startHarness, eventually, type Harness } from './helpers/service.ts';
+import { startHarness, eventually, type Harness, queuedDeliveries } from './helpers/service.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { startDeadLetterHandler, type DeadLetterHandler } from '../src/deadletter/handler.ts';
 import { sealForDeadLetters } from '../src/crypto/sodium.ts';
 import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER } from '../streams/dead-letters.ts';
-import { deliveryAddress } from '../streams/deliveries.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
 let h: Harness;
@@ -47,11 +46,7 @@ test.after.always(async () => {
 const deadLetters = (endpoint: EndpointId) => h.service.orm!.em.fork().getConnection().execute<{ dead_count: number; source_seq: string | number }[]>(
   'select dead_count, source_seq from dead_letters where endpoint_id = ?', [endpoint]);
 
-async function queued(endpoint: EndpointId): Promise<number> {
-  const address = deliveryAddress(endpoint, h.config.deliveryShards);
-  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
-  return info.state.subjects?.[address.subject] ?? 0;
-}
+const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
 
 async function advisoriesSettled(): Promise<true | undefined> {
   const info = await h.service.jsm.consumers.info(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);

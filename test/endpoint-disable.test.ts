@@ -5,11 +5,10 @@
 // checked as a NATS subscriber of `ops.>` receives it.
 import test from 'ava';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
-import { deliveryAddress } from '../streams/deliveries.ts';
 import { applyEndpointEvent, EndpointStatus } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
@@ -37,11 +36,7 @@ const as = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<A
 const publish = (tenant: string, type: string) => h.publish(tenant, type, { userId: 'user_1' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function queued(endpoint: EndpointId): Promise<number> {
-  const address = deliveryAddress(endpoint, h.config.deliveryShards);
-  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
-  return info.state.subjects?.[address.subject] ?? 0;
-}
+const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
 
 const opsEvent = (subject: string, endpoint?: string) =>
   eventually(() => opsSeen.find((m) => m.subject === subject && (endpoint === undefined || m.event['endpoint'] === endpoint))?.event, 15_000, subject);

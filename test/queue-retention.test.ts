@@ -3,7 +3,7 @@
 // setting reaches streams that already exist at the next start. Real NATS, Postgres and HTTP receiver.
 import test from 'ava';
 import { nanos } from '@nats-io/nats-core';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, tenantClient, type TestService } from './helpers/fixture.ts';
 import { deliveryAddress, deliveryStream, endpointBacklog } from '../streams/deliveries.ts';
 import { ensureStreams } from '../streams/index.ts';
@@ -22,11 +22,7 @@ test.after.always(async () => {
   await h?.closeAll();
 });
 
-async function queued(endpoint: EndpointId): Promise<number> {
-  const address = deliveryAddress(endpoint, h.config.deliveryShards);
-  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
-  return info.state.subjects?.[address.subject] ?? 0;
-}
+const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
 
 test.serial('a delivery held for a disabled endpoint expires after HOOKSTREAM_QUEUE_RETENTION and is not sent after a restore', async (t) => {
   const r = await h.receiver(() => 410);

@@ -5,7 +5,7 @@
 import test from 'ava';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
 import { DeliveryHeader, deliveryAddress } from '../streams/deliveries.ts';
@@ -21,11 +21,7 @@ test.before(async () => {
 });
 test.after.always(() => h?.closeAll());
 
-async function queued(endpoint: EndpointId): Promise<number> {
-  const address = deliveryAddress(endpoint, h.config.deliveryShards);
-  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
-  return info.state.subjects?.[address.subject] ?? 0;
-}
+const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
 
 async function consumerGone(endpoint: EndpointId): Promise<true | undefined> {
   try {

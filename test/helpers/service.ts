@@ -8,6 +8,7 @@ import { createEndpoints } from '../../src/endpoints/index.ts';
 import type { EndpointStore } from '../../src/endpoints/store.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { deliveryAddress } from '../../streams/deliveries.ts';
 
 export interface Harness {
   nats: NatsServer;
@@ -85,6 +86,13 @@ export async function startHarness(label: string, env: Record<string, string> = 
     },
   };
   return harness;
+}
+
+/** Deliveries stored on an endpoint's (plain) subject of its work queue: waiting, retrying or held. */
+export async function queuedDeliveries(h: Harness, endpoint: string): Promise<number> {
+  const address = deliveryAddress(endpoint, h.config.deliveryShards);
+  const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
+  return info.state.subjects?.[address.subject] ?? 0;
 }
 
 /** Poll until `check` returns a value that is not undefined, or fail after `timeoutMs`. */
