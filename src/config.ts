@@ -4,7 +4,7 @@ import { ConfigError } from './errors.ts';
 import { formatDuration, parseDuration } from './domain/duration.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
 import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
-import { DELIVERY_MAX_BODY, MAX_QUEUED_PER_ENDPOINT, QUEUE_RETENTION_MS } from '../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, MAX_DELIVERY_SHARDS, MAX_QUEUED_PER_ENDPOINT, QUEUE_RETENTION_MS } from '../streams/deliveries.ts';
 import { ERASURE_INDEX_MAX_AGE_MS } from '../streams/erasure-index.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'] as const;
@@ -273,7 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
     queueRetentionMs: queueRetention(env, retrySchedule, attemptTimeoutMs),
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
-    deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, 256),
+    deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, MAX_DELIVERY_SHARDS),
     // JetStream allows at most 5 replicas.
     replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),

@@ -59,6 +59,9 @@ export function shardOf(endpointId: string, shards: number): number {
   return (h >>> 0) % shards;
 }
 
+/** The most HOOKSTREAM_DELIVERY_SHARDS may be: nats.conf lets the admin user delete in DELIVERIES_0 to _255 by name. */
+export const MAX_DELIVERY_SHARDS = 256;
+
 export const deliveryStream = (shard: number) => `${DELIVERIES_PREFIX}${shard}`;
 
 export interface DeliveryAddress {

@@ -23,6 +23,7 @@ import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
+import { MAX_DELIVERY_SHARDS } from '../streams/deliveries.ts';
 
 let PASSWORDS: { publisher: string; service: string; operator: string; admin: string };
 
@@ -133,6 +134,10 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
     ['$JS.API.STREAM.DELETE.EVENTS', ''],
     ['$JS.API.STREAM.MSG.DELETE.ENDPOINTS', '{"seq":1}'],
     ['$JS.API.STREAM.MSG.DELETE.ROUTED', '{"seq":1}'],
+    // Message deletes are allowed by stream name: rate tokens, the other state, shards past the largest
+    // HOOKSTREAM_DELIVERY_SHARDS and any stream added later are refused.
+    ...['RATE_LIMIT_1', 'RATE_LIMIT_10000', 'ENDPOINT_SNAPSHOTS', 'ENDPOINT_HEALTH', 'OPS', 'DEAD_LETTER_ADVISORIES', `DELIVERIES_${MAX_DELIVERY_SHARDS}`, 'STOLEN']
+      .map((name): [string, string] => [`$JS.API.STREAM.MSG.DELETE.${name}`, '{"seq":1}']),
     ['$JS.API.STREAM.PURGE.ATTEMPTS', '{}'],
     ['$JS.API.STREAM.UPDATE.EVENTS', '{"name":"EVENTS","subjects":["events.>"],"max_age":1000000000}'],
     ['$JS.API.STREAM.CREATE.STOLEN', '{"name":"STOLEN","subjects":["stolen.>"]}'],
@@ -154,7 +159,12 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
   t.deepEqual(await counts(), before, 'no stream changed');
   const routerAfter = await service.jsm.consumers.info('EVENTS', 'router');
   t.is(routerAfter.ack_floor.stream_seq, routerBefore.ack_floor.stream_seq, 'the router\'s consumer is intact');
-  // What the admin role needs still works on this connection.
+  // What the admin role needs still works on this connection: JetStream itself answers its deletes in the
+  // stores erasure clears (here: no such message, or no such stream beyond this server's two shards).
+  for (const name of ['EVENTS', 'REJECTED', 'ATTEMPTS', 'ERASURE_INDEX', 'DELIVERIES_0', `DELIVERIES_${MAX_DELIVERY_SHARDS - 1}`]) {
+    const answer = await nc.request(`$JS.API.STREAM.MSG.DELETE.${name}`, '{"seq":999999999}', { timeout: 5000 });
+    t.is(answer.json<{ type: string }>().type, 'io.nats.jetstream.api.v1.stream_msg_delete_response', name);
+  }
   const jsm = await jetstreamManager(nc);
   t.is((await jsm.streams.info('REJECTED')).config.name, 'REJECTED');
   // And the admin process is ready, its metrics (backlogs: consumer listings) served.
