@@ -15,6 +15,14 @@ export const EVENTS_MAX_MSG_SIZE = 256 * 1024;
  */
 export const ROUTER_MAX_DELIVER = 10;
 
+/**
+ * The last EVENTS sequence up to which the router has handled every event (acked or terminated), from its
+ * consumer's info. Holding nothing, it has handled all it was given (its ack floor stays behind when the
+ * end was deleted or skipped). Erasure (issue 22) and the ordering gate's barrier (issue 21) wait on it.
+ */
+export const routerFloor = (c: { num_ack_pending: number; ack_floor: { stream_seq: number }; delivered: { stream_seq: number } }): number =>
+  c.num_ack_pending === 0 ? Math.max(c.ack_floor.stream_seq, c.delivered.stream_seq) : c.ack_floor.stream_seq;
+
 export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
 
 export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {

@@ -205,15 +205,17 @@ test.serial('switched back to none: new events unordered, those queued per key s
   t.pass();
 });
 
-test.serial('the gate\'s read of a key\'s head: the next stored sequence on a subject, null past the last, an error for a missing stream', async (t) => {
+test.serial('the gate\'s read of a key: the next stored message on a subject with its event sequence, null past the last, an error for a missing stream', async (t) => {
   const heads = createNextBySubject(h.service.nc, { timeoutMs: 5000 });
   t.teardown(() => heads.close());
-  const first = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}');
+  const hd = natsHeaders();
+  hd.set('Hookstream-Event-Seq', '42');
+  const first = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}', { headers: hd });
   const second = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}');
-  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', 0), first.seq);
-  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', first.seq + 1), second.seq);
+  t.deepEqual(await heads.next('EVENTS', 'events.tenant_heads.user.updated', 0), { seq: first.seq, eventSeq: 42 });
+  t.deepEqual(await heads.next('EVENTS', 'events.tenant_heads.user.updated', first.seq + 1), { seq: second.seq, eventSeq: undefined });
   t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', second.seq + 1), null);
-  t.is(await heads.next('EVENTS', 'events.tenant_heads.>', 0), first.seq, 'wildcards too');
+  t.is((await heads.next('EVENTS', 'events.tenant_heads.>', 0))?.seq, first.seq, 'wildcards too');
   await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
 });
 

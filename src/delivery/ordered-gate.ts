@@ -1,17 +1,26 @@
-// The gate of an endpoint's keyed deliveries (issue 21): a delivery is attempted only when it is the
-// oldest delivery of its key still stored. Work-queue retention removes an acked delivery and the
-// dead-letter role removes a dead one, so the stream itself knows each key's head, whichever instance
-// holds it and across restarts: no state of our own to lose or to agree on.
+// The gate of an endpoint's keyed deliveries (issue 21): a delivery is attempted only when no delivery of
+// its key with an earlier event (by EVENTS sequence, the `hookstream-event-seq` header) is still stored.
+// Work-queue retention removes an acked delivery and the dead-letter role removes a dead one, so the
+// stream itself knows what is left of each key, whichever instance holds it and across restarts.
 //
-// A delivery behind its head is parked here: held in memory (the in-flight sweep keeps it from being
+// Storage order is not event order (a fan-out NATS failed part-way is published again seconds later, two
+// routers race, the router's cover catch-up comes late), so two things are read before a delivery of
+// event S goes: the router's floor (router-floor.ts) at S-1 or more, by which every delivery of an earlier
+// event is stored; then the key's stored deliveries after that point, each with its event sequence. What
+// was read is kept per key (stream sequences only grow), so a key's backlog is read once, not per delivery.
+//
+// A delivery behind its key is parked here: held in memory (the in-flight sweep keeps it from being
 // redelivered, so waiting does not use up its attempts), not in a lane. One check per key at a time, for
-// its lowest parked delivery: at once when an attempt of the key ends in this process, otherwise with
-// backoff (the head is attempted elsewhere, or waits at the server for its retry, or for its dead letter).
+// its lowest parked delivery: at once when an attempt of the key ends in this process or the router's
+// floor passes, otherwise with backoff (the earlier one is attempted elsewhere, or waits at the server for
+// its retry, or for its dead letter).
 import type { NextBySubject } from '../nats/next-by-subject.ts';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { InFlight } from './in-flight.ts';
 import type { RecentAcks } from './recent-acks.ts';
+import type { RouterFloor } from './router-floor.ts';
 
 /** A parked key is looked at again after this long, doubling up to CHECK_MAX_MS while its head stays. */
 export const CHECK_FIRST_MS = 250;
@@ -28,45 +37,101 @@ export interface KeyGate {
   close(): void;
 }
 
+interface Parked {
+  tracked: InFlight;
+  /** Its event's EVENTS sequence; 0 without the header (then storage order decides). */
+  event: number;
+}
+
 interface Key {
-  /** Parked deliveries, lowest sequence first. */
-  parked: InFlight[];
+  /** Parked deliveries, earliest event first (then lowest stream sequence). */
+  parked: Parked[];
   /** Sequences let through and not yet ended in this process. */
   active: Set<number>;
+  /** The key's deliveries read from the stream, stream sequence → event sequence; left once seen gone. */
+  stored: Map<number, number>;
+  /** Where the next read of the key's newer deliveries starts. */
+  readFrom: number;
+  /** A router floor read before the last read to the end: every delivery of an event up to it is in `stored` (or gone). */
+  complete: number;
+  /** The lowest floor a callback of the router floor is registered for. */
+  floorWait: number | undefined;
   checking: boolean;
   timer: NodeJS.Timeout | undefined;
   delay: number;
 }
 
+type Head = 'head' | 'behind' | 'gone';
+
+/** Event order, then storage order. */
+const before = (event: number, seq: number, otherEvent: number, otherSeq: number) => event < otherEvent || (event === otherEvent && seq < otherSeq);
+
+const eventOf = (t: InFlight): number => {
+  const v = Number(t.msg.headers?.get(DeliveryHeader.EventSeq));
+  return Number.isSafeInteger(v) && v > 0 ? v : 0;
+};
+
 export function createKeyGate(deps: {
-  /** Asks the stream for a key's oldest stored delivery. */
+  /** Reads a key's stored deliveries from the stream. */
   heads: NextBySubject;
   stream: string;
-  /** 2xx deliveries of this process whose ack may still be on its way: not a head any more. */
+  /** How far the router has handled EVENTS: shared by every gate of the process. */
+  floor: RouterFloor;
+  /** 2xx deliveries of this process whose ack may still be on its way: not stored any more, for order. */
   recentAcks: RecentAcks;
   /** What the sweep keeps alive; a parked delivery stays in it. */
   inFlight: Set<InFlight>;
   endpoint: string;
   log: Logger;
 }): KeyGate {
-  const { heads, stream, recentAcks } = deps;
+  const { heads, stream, recentAcks, floor } = deps;
   const keys = new Map<string, Key>();
   const go = new Map<InFlight, () => void>();
   let parkedCount = 0;
   let closed = false;
 
-  /**
-   * `head` when no delivery of `subject` older than `seq` is still stored, but those this process got a
-   * 2xx for; `gone` when `seq` itself is no longer stored (erased, issue 22: it must not be sent).
-   */
-  async function headOf(subject: string, seq: number): Promise<'head' | 'behind' | 'gone'> {
-    for (let from = 0; ;) {
-      const stored = await heads.next(stream, subject, from);
-      if (stored === null || stored > seq) return 'gone';
-      if (stored === seq) return 'head';
-      if (!recentAcks.acked(stream, stored)) return 'behind';
-      from = stored + 1;
+  /** Reads the key's deliveries stored since the last read, to the end; returns the sequences read. */
+  async function readNewer(subject: string, k: Key): Promise<Set<number>> {
+    // Read before the end is: every delivery of an event up to it is stored by then.
+    const barrier = floor.known();
+    const read = new Set<number>();
+    for (;;) {
+      const m = await heads.next(stream, subject, k.readFrom);
+      if (m === null) break;
+      k.stored.set(m.seq, m.eventSeq ?? 0);
+      read.add(m.seq);
+      k.readFrom = m.seq + 1;
     }
+    k.complete = Math.max(k.complete, barrier);
+    return read;
+  }
+
+  /**
+   * `head` when no delivery of the key with an earlier event (or the same event, stored earlier) is still
+   * stored, but those this process got a 2xx for; `gone` when `p` itself is no longer stored (erased,
+   * issue 22: it must not be sent). The router's floor is at `p.event - 1` or more.
+   */
+  async function headOf(subject: string, k: Key, p: Parked): Promise<Head> {
+    const seq = p.tracked.msg.seq;
+    const read = k.complete < p.event - 1 || seq >= k.readFrom ? await readNewer(subject, k) : new Set<number>();
+    const earlier = [...k.stored].filter(([s, e]) => s !== seq && before(e, s, p.event, seq)).map(([s]) => s).sort((a, b) => a - b);
+    for (const s of earlier) {
+      if (read.has(s) && !recentAcks.acked(stream, s)) return 'behind';
+      if (!await stillStored(s)) { k.stored.delete(s); continue; }
+      return 'behind';
+    }
+    if (read.has(seq)) return 'head';
+    if (await stillStored(seq)) return 'head';
+    k.stored.delete(seq);
+    return 'gone';
+  }
+
+  /** Not gone, and not one this process got a 2xx for (its ack may be on its way). */
+  const stillStored = async (seq: number) => !recentAcks.acked(stream, seq) && (await heads.at(stream, seq)) !== null;
+
+  /** A key with nothing parked or running here: forgets what it read once all of it is gone. */
+  async function idle(subject: string, k: Key): Promise<void> {
+    for (const s of k.stored.keys()) if (!await stillStored(s)) k.stored.delete(s);
   }
 
   function later(subject: string, k: Key): void {
@@ -81,17 +146,33 @@ export function createKeyGate(deps: {
   async function check(subject: string): Promise<void> {
     const k = keys.get(subject);
     if (!k || k.checking || closed) return;
-    const lowest = k.parked[0];
-    if (!lowest) {
-      if (k.active.size === 0) { clearTimeout(k.timer); keys.delete(subject); }
-      return;
-    }
     // An attempt of the key runs here: its end checks again.
     if (k.active.size > 0) return;
+    const lowest = k.parked[0];
+    if (!lowest) {
+      // What it read stays while some of it is stored (held elsewhere): the stream's index may not show it again.
+      k.checking = true;
+      await idle(subject, k).catch(() => {}).finally(() => { k.checking = false; });
+      if (closed || k.parked.length > 0 || k.active.size > 0) return void check(subject);
+      if (k.stored.size === 0) { clearTimeout(k.timer); keys.delete(subject); } else later(subject, k);
+      return;
+    }
+    // The barrier: not before the router has handled every earlier event (their deliveries are stored then).
+    const min = lowest.event - 1;
+    if (floor.known() < min) {
+      if (k.floorWait === undefined || min < k.floorWait) {
+        k.floorWait = min;
+        floor.when(min, () => {
+          if (k.floorWait === min) k.floorWait = undefined;
+          void check(subject);
+        });
+      }
+      return;
+    }
     k.checking = true;
-    let head: 'head' | 'behind' | 'gone';
+    let head: Head;
     try {
-      head = await headOf(subject, lowest.msg.seq);
+      head = await headOf(subject, k, lowest);
     } catch (e) {
       deps.log.warn('could not read the head of an ordering key; looking again shortly', { endpoint: deps.endpoint, reason: describe(e) });
       head = 'behind';
@@ -99,22 +180,23 @@ export function createKeyGate(deps: {
       k.checking = false;
     }
     if (closed) return;
-    // A lower delivery arrived meanwhile: that one is the candidate now.
+    // An earlier delivery arrived meanwhile: that one is the candidate now.
     if (k.parked[0] !== lowest) return void check(subject);
     if (head === 'behind') return later(subject, k);
     k.parked.shift();
     parkedCount--;
+    const { tracked } = lowest;
     if (head === 'gone') {
       // Erased while parked: dropped unsent (the server has nothing left to hand out again).
-      deps.inFlight.delete(lowest);
-      go.delete(lowest);
-      lowest.msg.term();
+      deps.inFlight.delete(tracked);
+      go.delete(tracked);
+      tracked.msg.term();
       return void check(subject);
     }
-    k.active.add(lowest.msg.seq);
+    k.active.add(tracked.msg.seq);
     k.delay = CHECK_FIRST_MS;
-    const release = go.get(lowest);
-    go.delete(lowest);
+    const release = go.get(tracked);
+    go.delete(tracked);
     release?.();
   }
 
@@ -122,16 +204,23 @@ export function createKeyGate(deps: {
     admit(tracked, release) {
       const subject = tracked.msg.subject;
       let k = keys.get(subject);
-      if (!k) keys.set(subject, (k = { parked: [], active: new Set(), checking: false, timer: undefined, delay: CHECK_FIRST_MS }));
+      if (!k) {
+        keys.set(subject, (k = {
+          parked: [], active: new Set(), stored: new Map(), readFrom: 0, complete: 0, floorWait: undefined,
+          checking: false, timer: undefined, delay: CHECK_FIRST_MS,
+        }));
+      }
       // A redelivery of a parked delivery (its ack wait ran out anyway) replaces the old copy.
       const seq = tracked.msg.seq;
-      const at = k.parked.findIndex((p) => p.msg.seq >= seq);
-      if (at >= 0 && k.parked[at]!.msg.seq === seq) {
-        deps.inFlight.delete(k.parked[at]!);
-        go.delete(k.parked[at]!);
-        k.parked[at] = tracked;
+      const same = k.parked.findIndex((p) => p.tracked.msg.seq === seq);
+      if (same >= 0) {
+        deps.inFlight.delete(k.parked[same]!.tracked);
+        go.delete(k.parked[same]!.tracked);
+        k.parked[same]!.tracked = tracked;
       } else {
-        k.parked.splice(at < 0 ? k.parked.length : at, 0, tracked);
+        const p = { tracked, event: eventOf(tracked) };
+        const at = k.parked.findIndex((q) => before(p.event, seq, q.event, q.tracked.msg.seq));
+        k.parked.splice(at < 0 ? k.parked.length : at, 0, p);
         parkedCount++;
       }
       go.set(tracked, release);
@@ -151,7 +240,7 @@ export function createKeyGate(deps: {
       closed = true;
       for (const k of keys.values()) {
         clearTimeout(k.timer);
-        for (const t of k.parked) deps.inFlight.delete(t);
+        for (const p of k.parked) deps.inFlight.delete(p.tracked);
       }
       keys.clear();
       go.clear();

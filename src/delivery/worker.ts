@@ -8,7 +8,7 @@
 // second after its attempt, so the server's max_ack_pending enforces the limit across every instance.
 //
 // Issue 21: an endpoint with `ordering: key` has a second consumer for its keyed deliveries, whose gate
-// lets a delivery through only once it is the oldest of its key still stored (ordered-gate.ts).
+// lets a delivery through only once no delivery of an earlier event of its key is stored (ordered-gate.ts).
 //
 // The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's lanes and
 // concurrency), consumers.ts (consumers following endpoint changes), in-flight.ts (held messages),
@@ -33,6 +33,7 @@ import { createStoredAcks } from './stored-acks.ts';
 import { createRecentAcks } from './recent-acks.ts';
 import { createKeyGate } from './ordered-gate.ts';
 import { createNextBySubject } from '../nats/next-by-subject.ts';
+import { createRouterFloor } from './router-floor.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
 export type { DeliveryOptions } from './consumers.ts';
@@ -85,6 +86,8 @@ export async function startDelivery(deps: {
   const recentAcks = createRecentAcks();
   // Issue 21: the ordering gates' one question to the stream, asked once per keyed delivery.
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
+  // Their barrier: one reader of the router's progress for every gate of the process.
+  const floor = createRouterFloor({ jsm: deps.jsm, log });
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
@@ -99,7 +102,7 @@ export async function startDelivery(deps: {
   const consumers = await startEndpointConsumers({
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
-    gateFor: (id, stream) => createKeyGate({ heads, stream, recentAcks, inFlight, endpoint: id, log }),
+    gateFor: (id, stream) => createKeyGate({ heads, stream, floor, recentAcks, inFlight, endpoint: id, log }),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
@@ -124,6 +127,7 @@ export async function startDelivery(deps: {
       await loops.settle();
       attempts.flushAcks();
       heads.close();
+      floor.close();
       stopSweep();
     },
   };

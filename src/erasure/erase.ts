@@ -12,7 +12,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
 import { Match } from '@nats-io/nats-core';
-import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
@@ -80,9 +80,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
   /** `holding`: events handed to a router and not yet acked by it. */
   const routerFloor = async (): Promise<{ floor: number; holding: number }> => {
     const c = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-    // Holding nothing, it has handled all it was given (its ack floor stays behind when the end was deleted or skipped).
-    const floor = c.num_ack_pending === 0 ? Math.max(c.ack_floor.stream_seq, c.delivered.stream_seq) : c.ack_floor.stream_seq;
-    return { floor, holding: c.num_ack_pending };
+    return { floor: routerFloorOf(c), holding: c.num_ack_pending };
   };
 
 

@@ -1,0 +1,99 @@
+// The ordering gate (issue 21) against a real nats-server, with deliveries stored on a key's subject out of
+// event order, as a router publishing late leaves them (a fan-out NATS failed part-way, two routers
+// racing, a cover catch-up), and a router consumer whose progress the test makes by acking it by hand:
+// the gate lets the key's deliveries go in EVENTS order, and none before the router has handled every
+// earlier event.
+import test from 'ava';
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, type JsMsg } from '@nats-io/jetstream';
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { connectNats } from '../src/nats/connect.ts';
+import { createNextBySubject } from '../src/nats/next-by-subject.ts';
+import { createKeyGate } from '../src/delivery/ordered-gate.ts';
+import { createRouterFloor } from '../src/delivery/router-floor.ts';
+import { createRecentAcks } from '../src/delivery/recent-acks.ts';
+import type { InFlight } from '../src/delivery/in-flight.ts';
+import type { PulledMsg } from '../src/nats/pulled-msg.ts';
+import { silentLogger } from '../src/log.ts';
+import { DeliveryHeader } from '../streams/deliveries.ts';
+import { ensureEventsStream, EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
+import { eventually } from './helpers/service.ts';
+
+const STREAM = 'GATE_DELIVERIES';
+const KEY = 'deliveries.gate.k.key1';
+const OTHER = 'deliveries.gate.k.key2';
+/** Long enough for the gate to have read the floor (every 20 ms) and the key several times over. */
+const SETTLE_MS = 400;
+
+test('a key\'s deliveries stored out of event order go in event order, each once the router has handled every earlier event', async (t) => {
+  const server = await startNatsServer();
+  t.teardown(() => server.dispose());
+  const nc = await connectNats({ url: server.url });
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  await ensureEventsStream(jsm);
+  await jsm.streams.add({ name: STREAM, subjects: ['deliveries.gate.>'], retention: RetentionPolicy.Workqueue });
+  await jsm.consumers.add(STREAM, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.gate.>' });
+
+  // Five events in EVENTS (sequences 1-5): 1-4 of key1, 5 of key2.
+  for (let n = 1; n <= 5; n++) t.is((await js.publish('events.tenant_gate.user.updated', '{}')).seq, n);
+  // Their deliveries as late routers store them: event 2's after 3's and 4's; key2's first of all.
+  const deliver = async (subject: string, event: number) => {
+    const hd = natsHeaders();
+    hd.set(DeliveryHeader.EventSeq, String(event));
+    await js.publish(subject, JSON.stringify({ event }), { headers: hd });
+  };
+  await deliver(OTHER, 5);
+  for (const event of [1, 3, 4, 2]) await deliver(KEY, event);
+
+  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
+  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20 });
+  const recentAcks = createRecentAcks();
+  const inFlight = new Set<InFlight>();
+  const gate = createKeyGate({ heads, stream: STREAM, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
+  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
+
+  // What the delivery role does with a released delivery: a 2xx, its ack, the end of its attempt.
+  const released: number[] = [];
+  const consumer = await js.consumers.get(STREAM, 'gate');
+  for await (const jm of await consumer.fetch({ max_messages: 5, expires: 2000 })) {
+    const m: PulledMsg = {
+      subject: jm.subject, data: jm.data, headers: jm.headers, reply: '', seq: jm.seq, info: jm.info,
+      ack: () => jm.ack(), nak: (d) => jm.nak(d), working: () => jm.working(), term: () => jm.term(),
+    };
+    const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
+    inFlight.add(tracked);
+    gate.admit(tracked, () => {
+      released.push(Number(m.headers?.get(DeliveryHeader.EventSeq)));
+      recentAcks.add(m);
+      m.ack();
+      gate.ended(tracked);
+    });
+    if (inFlight.size === 5) break;
+  }
+
+  // The router has handled nothing: event 1 has no earlier event, so it goes; key2's event 5 waits.
+  await eventually(() => (released.length >= 1 ? true : undefined), 5000, 'event 1');
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  t.deepEqual(released, [1], 'nothing after event 1 while the router has handled nothing');
+
+  // The router handles events 1 and 2 (acked by hand, as it acks a stored fan-out).
+  const router = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
+  const routeNext = async (count: number) => {
+    const got: JsMsg[] = [];
+    for await (const m of await router.fetch({ max_messages: count, expires: 2000 })) { got.push(m); if (got.length === count) break; }
+    for (const m of got) await m.ackAck();
+  };
+  await routeNext(2);
+  // Event 2 (stored last) goes before 3, then 3: the floor is at 2, event 4 waits for event 3.
+  await eventually(() => (released.length >= 3 ? true : undefined), 5000, 'events 2 and 3');
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  t.deepEqual(released, [1, 2, 3], 'event 4 holds while the router has not handled event 3');
+
+  await routeNext(2);
+  await eventually(() => (released.length >= 5 ? true : undefined), 5000, 'events 4 and 5');
+  t.deepEqual(released.slice(0, 3), [1, 2, 3]);
+  t.deepEqual(released.slice(3).sort(), [4, 5], 'the rest once the router passed them');
+  t.is(gate.parked(), 0);
+});
