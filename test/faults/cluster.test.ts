@@ -1,15 +1,17 @@
 // Fault scenarios on a three-node JetStream cluster (replicas 3) with two hookstream instances: a
 // concurrent start on an empty cluster, the loss of a follower, of the EVENTS stream leader, of the meta
-// leader, and of one instance, each mid-burst. Every delivery must arrive at least once; each scenario
+// leader, and of one instance, each mid-burst; an ordered endpoint losing its delivery stream's leader. Every delivery must arrive at least once; each scenario
 // prints its duplicates and how long deliveries paused.
 import test, { type ExecutionContext } from 'ava';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helpers/nats-cluster.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { deliveryStream } from '../../streams/deliveries.ts';
+import { deliveryAddress, deliveryStream } from '../../streams/deliveries.ts';
+import { createEndpoints } from '../../src/endpoints/index.ts';
+import { startReceiver } from '../helpers/receiver.ts';
 import { ensureStreams, startupJetStreamManager } from '../../streams/index.ts';
 import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
 
@@ -140,5 +142,84 @@ test.serial('start-up on a cluster still gathering its servers waits for them in
     }
   } finally {
     await cluster.dispose();
+  }
+});
+
+// Issue 21 on a cluster: an ordered endpoint (`ordering: key`), each key's events published one after
+// the other by its own producer loop, and the node leading the endpoint's delivery stream killed mid-run
+// (publishes and fan-outs to it fail until the election; the router retries them after later events of
+// their keys were routed). Every key's events arrive in order (first 2xx), none is lost.
+test.serial('an ordered endpoint with its delivery stream\'s leader killed mid-run: every key in order, nothing lost', async (t) => {
+  const KEYS = 50;
+  const PER_KEY = 20;
+  await initSodium();
+  const keys = generateKeys();
+  const cluster = await startNatsCluster();
+  const db = await createTestDatabase('faults_cluster_ordered').catch(async (e: unknown) => { await cluster.dispose(); throw e; });
+  const env = instanceEnv({
+    natsUrl: cluster.url, databaseUrl: db.url, keys, retrySchedule: '5s,5s,10s,20s,40s',
+    extra: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3' },
+  });
+  const instances: Instance[] = [];
+  const conns: NatsConnection[] = [];
+  const receiver = await startReceiver();
+  try {
+    for (let i = 0; i < 2; i++) instances.push(await startInstance(env));
+    const admin = await connectNats({ url: cluster.url, user: 'service', password: CLUSTER_PASSWORDS.service, name: 'fault-admin' });
+    conns.push(admin);
+    const tenant = `tenant_faults_ordered_${Date.now()}` as TenantId;
+    const { store } = createEndpoints({ js: jetstream(admin), jsm: await jetstreamManager(admin), masterKey: keys.masterKey, allowPrivateTargets: true });
+    const { endpoint } = await store.create(tenant, { url: receiver.url, events: ['user.*'], ordering: 'key' });
+    const producer = await connectNats({ url: cluster.url, user: 'publisher', password: CLUSTER_PASSWORDS.publisher, inboxPrefix: '_INBOX', name: 'fault-producer' });
+    conns.push(producer);
+    const js = jetstream(producer, { timeout: 2000 });
+    let published = 0;
+    let struck: Promise<string> | undefined;
+    const strike = async () => {
+      const stream = deliveryAddress(endpoint.id, FAULT_SHARDS).stream;
+      const name = (await streamLeader(admin, stream))!;
+      await cluster.node(name).kill();
+      return `${stream} leader ${name} killed`;
+    };
+    // One producer loop per key: each event acknowledged before the key's next (retried under its id).
+    await Promise.all(Array.from({ length: KEYS }, async (_, k) => {
+      for (let n = 0; n < PER_KEY; n++) {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await js.publish(`events.${tenant}.user.updated`, JSON.stringify({ userId: `user_${k}`, n }), { msgID: `ordered-${tenant}-${k}-${n}` });
+            break;
+          } catch {
+            if (attempt > 100) throw new Error(`key ${k} event ${n} not accepted`);
+            await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** attempt)));
+          }
+        }
+        if (++published === (KEYS * PER_KEY * 2) / 5) struck = strike();
+      }
+    }));
+    const what = await struck;
+    const firstOk = new Map<string, number[]>();
+    const seen = new Set<string>();
+    const until = Date.now() + 180_000;
+    while (seen.size < KEYS * PER_KEY && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 500));
+      firstOk.clear();
+      seen.clear();
+      for (const g of receiver.received) {
+        const id = String(g.headers['webhook-id']);
+        if (seen.has(id)) continue;
+        seen.add(id);
+        const { data } = JSON.parse(g.body) as { data: { userId: string; n: number } };
+        firstOk.set(data.userId, [...(firstOk.get(data.userId) ?? []), data.n]);
+      }
+    }
+    t.log(`${what}: ${seen.size} of ${KEYS * PER_KEY} delivered, ${receiver.received.length} requests`);
+    t.is(seen.size, KEYS * PER_KEY, 'nothing lost');
+    for (let k = 0; k < KEYS; k++) t.deepEqual(firstOk.get(`user_${k}`), Array.from({ length: PER_KEY }, (_, n) => n), `key ${k} in order`);
+  } finally {
+    await receiver.close();
+    for (const i of instances) await i.kill();
+    for (const c of conns) await c.close().catch(() => {});
+    await cluster.dispose();
+    await db.drop().catch(() => {});
   }
 });
