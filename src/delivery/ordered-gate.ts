@@ -25,6 +25,8 @@ import type { RouterFloor } from './router-floor.ts';
 /** A parked key is looked at again after this long, doubling up to CHECK_MAX_MS while its head stays. */
 export const CHECK_FIRST_MS = 250;
 export const CHECK_MAX_MS = 5000;
+/** A key with nothing parked or running here is forgotten after this long. */
+const KEEP_IDLE_MS = 2000;
 
 export interface KeyGate {
   /** A keyed delivery arrived: `go` runs once it is its key's head (maybe at once); parked until then. */
@@ -56,6 +58,8 @@ interface Key {
   complete: number;
   /** The lowest floor a callback of the router floor is registered for. */
   floorWait: number | undefined;
+  /** Since when nothing of the key is parked or running here. */
+  idleSince: number | undefined;
   checking: boolean;
   timer: NodeJS.Timeout | undefined;
   delay: number;
@@ -113,7 +117,14 @@ export function createKeyGate(deps: {
    */
   async function headOf(subject: string, k: Key, p: Parked): Promise<Head> {
     const seq = p.tracked.msg.seq;
-    const read = k.complete < p.event - 1 || seq >= k.readFrom ? await readNewer(subject, k) : new Set<number>();
+    // Read to the end only when what was read may lack an earlier event's delivery stored late.
+    const read = k.complete < p.event - 1 ? await readNewer(subject, k) : new Set<number>();
+    if (!read.has(seq) && !k.stored.has(seq)) {
+      // Stored after the last read, of an event no earlier one waits for: only it is read.
+      if (!await stillStored(seq)) return 'gone';
+      k.stored.set(seq, p.event);
+      read.add(seq);
+    }
     const earlier = [...k.stored].filter(([s, e]) => s !== seq && before(e, s, p.event, seq)).map(([s]) => s).sort((a, b) => a - b);
     for (const s of earlier) {
       if (read.has(s) && !recentAcks.acked(stream, s)) return 'behind';
@@ -154,7 +165,10 @@ export function createKeyGate(deps: {
       k.checking = true;
       await idle(subject, k).catch(() => {}).finally(() => { k.checking = false; });
       if (closed || k.parked.length > 0 || k.active.size > 0) return void check(subject);
-      if (k.stored.size === 0) { clearTimeout(k.timer); keys.delete(subject); } else later(subject, k);
+      // Kept a while with what it read, so the key's next delivery is often one read, not a read to the end.
+      if (k.stored.size === 0 && k.idleSince !== undefined && performance.now() - k.idleSince >= KEEP_IDLE_MS) return void keys.delete(subject);
+      k.idleSince ??= performance.now();
+      later(subject, k);
       return;
     }
     // The barrier: not before the router has handled every earlier event (their deliveries are stored then).
@@ -206,10 +220,11 @@ export function createKeyGate(deps: {
       let k = keys.get(subject);
       if (!k) {
         keys.set(subject, (k = {
-          parked: [], active: new Set(), stored: new Map(), readFrom: 0, complete: 0, floorWait: undefined,
+          parked: [], active: new Set(), stored: new Map(), readFrom: 0, complete: 0, floorWait: undefined, idleSince: undefined,
           checking: false, timer: undefined, delay: CHECK_FIRST_MS,
         }));
       }
+      k.idleSince = undefined;
       // A redelivery of a parked delivery (its ack wait ran out anyway) replaces the old copy.
       const seq = tracked.msg.seq;
       const same = k.parked.findIndex((p) => p.tracked.msg.seq === seq);
