@@ -5,7 +5,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { ProjectionCheckpoint, ProjectionSkip } from '../src/db/entities.ts';
 
 /** The read models and the names of their checkpoint rows (stored: a renamed row starts again from sequence 1). */
-export const Projection = { Endpoints: 'endpoints' } as const;
+export const Projection = { Endpoints: 'endpoints', ErasureIndex: 'erasure_index' } as const;
 export type Projection = (typeof Projection)[keyof typeof Projection];
 
 /** Lock `name`'s checkpoint row for the rest of the transaction and return its position. */
@@ -21,10 +21,7 @@ export async function setCheckpoint(em: EntityManager, name: Projection, seq: nu
   await em.nativeUpdate(ProjectionCheckpoint, { name }, { lastSeq: seq });
 }
 
-/**
- * Read the checkpoint without locking (0 when the projection never ran). The endpoint projection is
- * the default because it is the only read model so far.
- */
+/** Read the checkpoint without locking (0 when the projection never ran); the endpoint projection by default. */
 export async function readCheckpoint(orm: MikroORM, name: Projection = Projection.Endpoints): Promise<number> {
   const row = await orm.em.fork().findOne(ProjectionCheckpoint, { name }, { disableIdentityMap: true });
   return row?.lastSeq ?? 0;

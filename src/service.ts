@@ -16,6 +16,8 @@ import { createWebhookIdCodec, deriveWebhookIdKey } from './domain/webhook-id.ts
 import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { startErasureIndexProjector } from '../projections/erasure-index.ts';
+import { startErasureIndexRetention } from './erasure/index-retention.ts';
 import { waitForCheckpoint } from '../projections/wait.ts';
 import { startRouter, type Router } from './router/router.ts';
 import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
@@ -126,6 +128,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const p = await startEndpointProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       projector = p;
       stops.push(() => p.stop());
+      // Issue 22: the erasure index's rows, where erasure finds one subject's copies, and their retention.
+      const index = await startErasureIndexProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
+      const indexRetention = startErasureIndexRetention({ orm, log: log.child({ role: 'projector' }) });
+      stops.push(() => index.stop(), () => indexRetention.stop());
     }
 
     if (roles.has('router') || roles.has('delivery')) {

@@ -42,6 +42,7 @@ const MIGRATIONS = [
   '0011-endpoint-ordering',
   '0012-dead-letter-subjects',
   '0013-dead-letter-trace',
+  '0014-erasure-index',
 ];
 
 const newId = () => `webhook_${newIdBody()}`;

@@ -152,8 +152,11 @@ export interface SubjectErasureOut {
     dead_letters: { erased: number };
     /** The tenant's rejected events (7 days), and with them their EVENTS copies (counted under events). */
     rejected: { scanned: number; erased: number };
-    /** The subject's index entries, removed once what they point to is erased. */
-    index: { entries: number; erased: number };
+    /**
+     * The subject's index entries (one per event), and the rows removed once what they point to is erased;
+     * unapplied_scanned: index messages read past the index projection's checkpoint (it had not applied them).
+     */
+    index: { entries: number; erased: number; unapplied_scanned: number };
   };
   /**
    * False when the router had not routed everything published before erasure started within the wait:

@@ -69,6 +69,25 @@ export const ProjectionSkip = defineEntity({
 export type ProjectionSkip = InferEntity<typeof ProjectionSkip>;
 
 /**
+ * One routed event's copies, by subject hash (issue 22): the erasure-index read model. Its SQL lives in
+ * src/erasure/index-store.ts; the entity only describes the table.
+ */
+export const ErasureIndexRow = defineEntity({
+  name: 'ErasureIndexRow',
+  tableName: 'erasure_index',
+  properties: {
+    tenant: p.text().primary(),
+    subjectHash: p.text().primary(),
+    eventsSeq: p.bigint('number').primary(),
+    webhookId: p.text(),
+    deliveries: p.json<[string, number, string][]>(),
+    indexedAt: p.datetime(),
+  },
+  indexes: [{ name: 'erasure_index_indexed_at', properties: ['indexedAt'] }],
+});
+export type ErasureIndexRow = InferEntity<typeof ErasureIndexRow>;
+
+/**
  * A tenant's `Idempotency-Key` (src/api/idempotency.ts): a create's claims the endpoint id; another POST's
  * keeps its first answer, sealed.
  */
@@ -208,4 +227,4 @@ export const PortalSession = defineEntity({
 });
 export type PortalSession = InferEntity<typeof PortalSession>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry, PortalSession];
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, ErasureIndexRow, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry, PortalSession];

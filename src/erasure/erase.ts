@@ -1,7 +1,7 @@
 // Erasure by subject (issue 22): every stored payload of one tenant that carries a user's (or an
 // organization's) id, found without scanning days of streams:
-//   - routed events, their queued deliveries and their attempt records: from the subject's ERASURE_INDEX
-//     entries (one direct get per entry);
+//   - routed events, their queued deliveries and their attempt records: from the subject's rows of the
+//     erasure index in Postgres (by key), and the index stream past the projection's checkpoint;
 //   - events not yet routed: the router's unrouted tail of EVENTS (its ack floor to the end), the
 //     tenant's subject only; then erasure waits for the router to pass the point where it started, so an
 //     event being routed meanwhile has its index entry written and is erased too;
@@ -16,7 +16,11 @@ import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '..
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
-import { ERASURE_INDEX_STREAM, erasureSubject, type ErasureIndexEntry } from '../../streams/erasure-index.ts';
+import { ERASURE_INDEX_STREAM } from '../../streams/erasure-index.ts';
+import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
+import { waitForCheckpoint } from '../../projections/wait.ts';
+import { decodeIndexMessage } from '../../projections/erasure-index.ts';
+import { deleteSubjectIndexRows, subjectIndexRows, type IndexRow } from './index-store.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { parseEvent } from '../domain/event-data.ts';
 import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
@@ -24,6 +28,9 @@ import { deleteDeadLetters, deleteSubjectDeadLetters, unhashedDeadLetters } from
 import { originalHeader } from '../deadletter/sealed-message.ts';
 import type { DeadLetterOpener } from '../admin/opener.ts';
 import { ERASURE_ROUTING_WAIT_MS, type SubjectErasureOut } from '../admin/protocol.ts';
+
+/** How long erasure waits for the index projection to apply what the router wrote, before reading the rest from the stream. */
+const PROJECTION_WAIT_MS = 10_000;
 import type { Logger } from '../log.ts';
 import { describe } from '../errors.ts';
 import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
@@ -32,7 +39,7 @@ import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './su
 const PARALLEL = 32;
 
 export interface Erasure {
-  eraseSubject(tenant: string, subject: SubjectRef, opts?: { routingWaitMs?: number }): Promise<SubjectErasureOut>;
+  eraseSubject(tenant: string, subject: SubjectRef, opts?: { routingWaitMs?: number; projectionWaitMs?: number }): Promise<SubjectErasureOut>;
 }
 
 /** Run `fn` over `items`, PARALLEL at a time. */
@@ -93,7 +100,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
         tenant, subject, events_up_to_seq: boundary, routing_caught_up: true,
         stores: {
           events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
-          attempts: { erased: 0 }, dead_letters: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0 },
+          attempts: { erased: 0 }, dead_letters: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0, unapplied_scanned: 0 },
         },
       };
       const s = out.stores;
@@ -121,35 +128,39 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
 
-      // 3. Routed events: the subject's index entries, each pointing at the event, its deliveries and attempts.
+      // 3. Routed events: the subject's index rows (Postgres, by key), and the entries the index projection
+      //    has not applied yet (the stream past its checkpoint, after a short wait for it to catch up),
+      //    each pointing at the event, its deliveries and their attempts.
+      const em = deps.orm.em.fork();
+      const entries = new Map<number, IndexRow>();
       const indexEnd = await lastSeq(ERASURE_INDEX_STREAM);
-      for (const hash of hashes) {
-        const entries: { seq: number; entry: ErasureIndexEntry }[] = [];
-        for await (const m of bySubject(ERASURE_INDEX_STREAM, erasureSubject(tenant, hash), 1, indexEnd)) {
-          try {
-            const entry = m.json<ErasureIndexEntry>();
-            if (entry.v === 1 && Number.isSafeInteger(entry.events_seq) && Array.isArray(entry.deliveries)) entries.push({ seq: m.seq, entry });
-          } catch { /* not an entry this version wrote: left alone */ }
+      await waitForCheckpoint(deps.orm, Projection.ErasureIndex, indexEnd, opts.projectionWaitMs ?? PROJECTION_WAIT_MS).catch(() => {});
+      const applied = await readCheckpoint(deps.orm, Projection.ErasureIndex);
+      for (const row of await subjectIndexRows(em, tenant, hashes, boundary)) entries.set(row.events_seq, row);
+      for await (const m of bySubject(ERASURE_INDEX_STREAM, 'erasure.>', applied + 1, indexEnd)) {
+        s.index.unapplied_scanned++;
+        const decoded = decodeIndexMessage(m);
+        if (!decoded.ok) continue;
+        for (const e of decoded.message) {
+          if (e.tenant === tenant && e.events_seq <= boundary && e.hashes.some((h) => hashes.includes(h))) entries.set(e.events_seq, e);
         }
-        // Published after erasure started: not this erasure's to touch.
-        const mine = entries.filter((e) => e.entry.events_seq <= boundary);
-        s.index.entries += mine.length;
-        await each(mine, async ({ seq, entry }) => {
-          if (await erase(EVENTS_STREAM, entry.events_seq)) s.events.erased++;
-          for (const [stream, dseq, endpoint] of entry.deliveries) {
-            if (await erase(stream, dseq)) s.deliveries.erased++;
-            else s.deliveries.already_gone++;
-            // Message by message rather than a purge: the admin NATS user may delete, never purge (nats.conf).
-            for await (const a of bySubject(ATTEMPTS_STREAM, attemptSubject(endpoint, entry.webhook_id), 1, Number.MAX_SAFE_INTEGER)) {
-              if (await erase(ATTEMPTS_STREAM, a.seq, false)) s.attempts.erased++;
-            }
-          }
-          if (await erase(ERASURE_INDEX_STREAM, seq, false)) s.index.erased++;
-        });
       }
+      s.index.entries += entries.size;
+      await each([...entries.values()], async (entry) => {
+        if (await erase(EVENTS_STREAM, entry.events_seq)) s.events.erased++;
+        for (const [stream, dseq, endpoint] of entry.deliveries) {
+          if (await erase(stream, dseq)) s.deliveries.erased++;
+          else s.deliveries.already_gone++;
+          // Message by message rather than a purge: the admin NATS user may delete, never purge (nats.conf).
+          for await (const a of bySubject(ATTEMPTS_STREAM, attemptSubject(endpoint, entry.webhook_id), 1, Number.MAX_SAFE_INTEGER)) {
+            if (await erase(ATTEMPTS_STREAM, a.seq, false)) s.attempts.erased++;
+          }
+        }
+      });
+      // Rows only: a batch in the stream holds other subjects' entries too (and no id; it expires with the stream).
+      s.index.erased += await deleteSubjectIndexRows(em, tenant, hashes, [...entries.keys()]);
 
       // 4. Dead letters: by hash; rows stored before hashes were kept are opened and read (the tenant's only).
-      const em = deps.orm.em.fork();
       s.dead_letters.erased += (await deleteSubjectDeadLetters(em, tenant, hashes)).length;
       const legacy = (await unhashedDeadLetters(em, tenant)).filter((row) => {
         try {

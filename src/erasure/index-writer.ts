@@ -1,10 +1,18 @@
-// The router's half of erasure (issue 22): for each event it routes, one ERASURE_INDEX entry per subject
-// id the event carries, naming the event's place in EVENTS and each delivery's place in its work queue.
-// Written before the event is acked, so an event acked by the router is always findable by subject.
-import { erasureSubject, type ErasureIndexEntry } from '../../streams/erasure-index.ts';
+// The router's half of erasure (issue 22): for each event it routes, an ERASURE_INDEX entry naming the
+// hashes of the subject ids it carries, the event's place in EVENTS and each delivery's place in its work
+// queue. Entries are written together, one message every BATCH_MS (or sooner when a batch is large),
+// and an event's record() resolves only once its batch is stored: the router acks an event after that,
+// so an event acked by the router is always findable by subject. One publish per batch rather than one per
+// subject id per event: the index cost ~120 µs of service CPU per event when it was written entry by entry.
+import { ERASURE_BATCH_SUBJECT, type ErasureIndexBatch, type IndexedEvent } from '../../streams/erasure-index.ts';
 import type { EventData } from '../domain/event-data.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import { subjectsOf, type SubjectHasher } from './subject-hash.ts';
+
+/** How long entries wait for others before their batch is written: added to the router's ack, not to a delivery. */
+const BATCH_MS = 5;
+/** A batch is written at once past this size, far below NATS's 1 MiB message limit. */
+const MAX_BATCH_BYTES = 256 * 1024;
 
 export interface RoutedCopies {
   tenant: string;
@@ -18,18 +26,55 @@ export interface RoutedCopies {
 }
 
 export interface ErasureIndexWriter {
-  /** Resolves once every entry is stored (at once when the event names no subject); rejects on NATS trouble. */
+  /** Resolves once the event's entry is stored (at once when it names no subject); rejects on NATS trouble. */
   record(copies: RoutedCopies): Promise<void>;
+  /** Write what waits now. */
+  flush(): Promise<void>;
 }
 
-export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hasher: SubjectHasher }): ErasureIndexWriter {
+interface Batch {
+  entries: IndexedEvent[];
+  bytes: number;
+  stored: Promise<void>;
+  settle: (e?: unknown) => void;
+}
+
+export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hasher: SubjectHasher; batchMs?: number }): ErasureIndexWriter {
+  let open: Batch | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  const write = (): Promise<void> => {
+    clearTimeout(timer);
+    timer = undefined;
+    const batch = open;
+    open = undefined;
+    if (!batch) return Promise.resolve();
+    const body: ErasureIndexBatch = { v: 2, entries: batch.entries };
+    deps.publisher.publish(ERASURE_BATCH_SUBJECT, JSON.stringify(body)).then(() => batch.settle(), (e: unknown) => batch.settle(e ?? new Error('index batch not stored')));
+    return batch.stored;
+  };
+
   return {
-    async record(c) {
+    record(c) {
       const subjects = subjectsOf(c.data, c.orderingKey);
-      if (subjects.length === 0) return;
-      const entry: ErasureIndexEntry = { v: 1, events_seq: c.eventsSeq, webhook_id: c.webhookId, deliveries: c.deliveries };
-      const body = JSON.stringify(entry);
-      await Promise.all(subjects.map((s) => deps.publisher.publish(erasureSubject(c.tenant, deps.hasher.hash(s)), body)));
+      if (subjects.length === 0) return Promise.resolve();
+      const entry: IndexedEvent = {
+        tenant: c.tenant, hashes: subjects.map((s) => deps.hasher.hash(s)), events_seq: c.eventsSeq, webhook_id: c.webhookId, deliveries: c.deliveries,
+      };
+      if (!open) {
+        let settle!: (e?: unknown) => void;
+        const stored = new Promise<void>((resolve, reject) => { settle = (e) => (e === undefined ? resolve() : reject(e)); });
+        // Each event's settle catches its own rejection; this keeps an unobserved one from crashing the process.
+        stored.catch(() => {});
+        open = { entries: [], bytes: 0, stored, settle };
+        timer = setTimeout(() => void write(), deps.batchMs ?? BATCH_MS);
+      }
+      const batch = open;
+      batch.entries.push(entry);
+      batch.bytes += 64 + entry.hashes.length * 35 + entry.webhook_id.length + c.deliveries.length * 64;
+      if (batch.bytes >= MAX_BATCH_BYTES) void write();
+      return batch.stored;
     },
+    flush: write,
   };
 }

@@ -12,8 +12,9 @@ import { deliveryAddress, keyedConsumerName } from '../../streams/deliveries.ts'
 import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
 import { EVENTS_STREAM } from '../../streams/events.ts';
 import { REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
-import { ERASURE_INDEX_STREAM, erasureTenantSubjects } from '../../streams/erasure-index.ts';
+import { ERASURE_INDEX_STREAM } from '../../streams/erasure-index.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
+import { Projection } from '../../projections/checkpoint.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import type { EndpointStore } from '../endpoints/store.ts';
@@ -43,8 +44,8 @@ export interface TenantErasureOut {
 
 export async function eraseTenant(deps: {
   jsm: JetStreamManager; em: EntityManager; store: EndpointStore; shards: number;
-  /** Resolves once the endpoint projection has applied ENDPOINTS up to `seq` (the directories follow alike). */
-  waitForProjection: (seq: number) => Promise<void>;
+  /** Resolves once the projection has applied its stream up to `seq` (the directories follow ENDPOINTS alike). */
+  waitForProjection: (name: Projection, seq: number) => Promise<void>;
 }, tenant: TenantId): Promise<TenantErasureOut> {
   const { jsm, em } = deps;
   const purge = async (stream: string, filter?: string): Promise<number> => {
@@ -76,7 +77,7 @@ export async function eraseTenant(deps: {
     const done = await deps.store.delete(tenant, r.id).catch(() => undefined);
     if (done) lastDelete = Math.max(lastDelete, done.seq);
   }
-  if (lastDelete > 0) await deps.waitForProjection(lastDelete);
+  if (lastDelete > 0) await deps.waitForProjection(Projection.Endpoints, lastDelete);
   for (const { id } of rows) {
     const address = deliveryAddress(id, deps.shards);
     await removeConsumer(address.stream, id);
@@ -91,7 +92,13 @@ export async function eraseTenant(deps: {
   if (rows.length > 0) s.endpoint_snapshots = await purge(ENDPOINT_SNAPSHOTS_STREAM);
   s.events = await purge(EVENTS_STREAM, `events.${tenant}.>`);
   s.rejected = await purge(REJECTED_STREAM, rejectedTenantSubject(tenant));
-  s.erasure_index = await purge(ERASURE_INDEX_STREAM, erasureTenantSubjects(tenant));
+  // Index rows, once the projection has applied what the routers wrote (a batch applied later would bring
+  // some back); then the applied batches (they name other tenants too) leave the stream, as the projection
+  // trims them anyway.
+  const indexEnd = (await jsm.streams.info(ERASURE_INDEX_STREAM)).state.last_seq;
+  await deps.waitForProjection(Projection.ErasureIndex, indexEnd);
+  s.erasure_index = await deleteRows('erasure_index');
+  await jsm.streams.purge(ERASURE_INDEX_STREAM, { seq: indexEnd + 1 });
   s.ops_events = await purge(OPS_STREAM, `ops.${tenant}.>`);
   s.dead_letters = await deleteRows('dead_letters');
   s.api_keys = await deleteRows('api_keys');

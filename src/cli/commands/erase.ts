@@ -11,7 +11,6 @@ import { closeDatabase, openDatabase } from '../../db/orm.ts';
 import { AUDIT_OK, AuditAction, recordAudit } from '../../audit/store.ts';
 import type { TenantId } from '../../domain/ids.ts';
 import { waitForCheckpoint } from '../../../projections/wait.ts';
-import { ENDPOINTS_PROJECTION } from '../../../projections/endpoints.ts';
 
 async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
   const by = cliOperator();
@@ -22,7 +21,7 @@ async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
     try {
       const em = orm.em.fork();
       const result = await eraseTenant({
-        jsm, em, store, shards: config.deliveryShards, waitForProjection: (seq) => waitForCheckpoint(orm, ENDPOINTS_PROJECTION, seq),
+        jsm, em, store, shards: config.deliveryShards, waitForProjection: (name, seq) => waitForCheckpoint(orm, name, seq),
       }, tenant);
       const counts = Object.entries(result.stores).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
       await recordAudit(em, { operator: by, action: AuditAction.EraseTenant, target: tenant, outcome: AUDIT_OK, detail: `${result.endpoints} endpoints; ${counts || 'nothing stored'}` });

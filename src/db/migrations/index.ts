@@ -15,6 +15,7 @@ import { Migration0010IdempotentAnswers } from './0010-idempotent-answers.ts';
 import { Migration0011EndpointOrdering } from './0011-endpoint-ordering.ts';
 import { Migration0012DeadLetterSubjects } from './0012-dead-letter-subjects.ts';
 import { Migration0013DeadLetterTrace } from './0013-dead-letter-trace.ts';
+import { Migration0014ErasureIndex } from './0014-erasure-index.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -30,4 +31,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0011-endpoint-ordering', class: Migration0011EndpointOrdering },
   { name: '0012-dead-letter-subjects', class: Migration0012DeadLetterSubjects },
   { name: '0013-dead-letter-trace', class: Migration0013DeadLetterTrace },
+  { name: '0014-erasure-index', class: Migration0014ErasureIndex },
 ];

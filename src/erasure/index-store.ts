@@ -1,0 +1,58 @@
+// The erasure index in Postgres (table erasure_index, issue 22): the one module that knows its SQL. One row
+// per routed event per subject hash, written by the erasure-index projection, read and deleted by erasure,
+// expired by the index retention. The primary key (tenant, subject_hash, events_seq) is the lookup: one
+// subject's rows are found by the index, whatever the size of the table.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { IndexedEvent } from '../../streams/erasure-index.ts';
+
+type Sql = Pick<EntityManager, 'execute'>;
+
+/** Rows per insert statement (6 parameters each, far below Postgres's 65,535). */
+const INSERT_CHUNK = 1000;
+
+/** One event as erasure needs it: where its copies are. */
+export type IndexRow = Pick<IndexedEvent, 'events_seq' | 'webhook_id' | 'deliveries'>;
+
+/** Write the rows of `events` (one per hash); a row already there (a batch applied again) is left as it is. */
+export async function insertIndexRows(sql: Sql, events: readonly IndexedEvent[]): Promise<number> {
+  const rows = events.flatMap((e) => e.hashes.map((h) => [e.tenant, h, e.events_seq, e.webhook_id, JSON.stringify(e.deliveries)] as const));
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const chunk = rows.slice(i, i + INSERT_CHUNK);
+    await sql.execute(
+      `insert into erasure_index (tenant, subject_hash, events_seq, webhook_id, deliveries, indexed_at)
+       values ${chunk.map(() => '(?, ?, ?, ?, ?::jsonb, now())').join(', ')}
+       on conflict do nothing`, chunk.flat());
+  }
+  return rows.length;
+}
+
+/** The tenant's rows of any of `hashes` for events up to `upTo`, one per event. */
+export async function subjectIndexRows(sql: Sql, tenant: string, hashes: readonly string[], upTo: number): Promise<IndexRow[]> {
+  const rows = await sql.execute<{ events_seq: string; webhook_id: string; deliveries: IndexedEvent['deliveries'] }[]>(
+    `select distinct on (events_seq) events_seq, webhook_id, deliveries from erasure_index
+     where tenant = ? and subject_hash = any(?::text[]) and events_seq <= ? order by events_seq`, [tenant, `{${hashes.join(',')}}`, upTo]);
+  return rows.map((r) => ({ events_seq: Number(r.events_seq), webhook_id: r.webhook_id, deliveries: r.deliveries }));
+}
+
+/** Delete the tenant's rows of `hashes` for these events; how many went. */
+export async function deleteSubjectIndexRows(sql: Sql, tenant: string, hashes: readonly string[], eventsSeqs: readonly number[]): Promise<number> {
+  if (eventsSeqs.length === 0) return 0;
+  const rows = await sql.execute<{ n: string }[]>(
+    `with gone as (delete from erasure_index where tenant = ? and subject_hash = any(?::text[]) and events_seq = any(?::bigint[]) returning 1)
+     select count(*) as n from gone`, [tenant, `{${hashes.join(',')}}`, `{${eventsSeqs.join(',')}}`]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Delete up to `limit` rows indexed before `before`; how many went. */
+export async function deleteExpiredIndexRows(sql: Sql, before: Date, limit: number): Promise<number> {
+  const rows = await sql.execute<{ n: string }[]>(`
+    with expired as (select ctid from erasure_index where indexed_at < ? limit ?),
+    gone as (delete from erasure_index e using expired where e.ctid = expired.ctid returning 1)
+    select count(*) as n from gone`, [before, limit]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Delete every row (a rebuild of the projection). */
+export async function deleteAllIndexRows(sql: Sql): Promise<void> {
+  await sql.execute('delete from erasure_index');
+}
