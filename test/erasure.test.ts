@@ -257,6 +257,7 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
   await kept.waitFor(1);
   await eventually(async () => ((await admin.listDeadLetters({ endpoint: failingId })).data.length === 1 ? true : undefined), 30_000, 'a dead letter');
   await eventually(async () => ((await admin.listRejectedEvents({ tenant })).data.length === 1 ? true : undefined), 10_000, 'a rejected event');
+  t.true((await h.service.orm!.em.fork().execute('select 1 from erasure_index where tenant = ?', [tenant])).length >= 1, 'indexed before');
 
   const run = await runCli(['erase', '--tenant', tenant, '--everything', '--json', '--operator', 'dpo@example.com'], {
     ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
@@ -277,7 +278,7 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
     t.is(left.state.subjects?.[`endpoints.${id}`] ?? 0, 0, `no event of ${id} in ENDPOINTS`);
   }
   const em = h.service.orm!.em.fork();
-  for (const table of ['endpoints', 'api_keys', 'dead_letters', 'idempotency_keys', 'portal_sessions']) {
+  for (const table of ['endpoints', 'api_keys', 'dead_letters', 'idempotency_keys', 'portal_sessions', 'erasure_index']) {
     t.deepEqual(await em.execute(`select 1 from ${table} where tenant = ?`, [tenant]), [], table);
   }
   t.is((await em.execute('select 1 from api_keys where tenant = ?', [staying])).length, 1);
