@@ -1,22 +1,22 @@
-// `node bench/erasure.ts [sizes]` (issue 22): the time to erase one user as the streams grow. For each size
-// (cumulative; default 100000,1000000 stored events) it fills EVENTS and ERASURE_INDEX with other users'
-// events, then gives a fresh user USER_EVENTS events spread evenly over everything stored so far (each
-// with an EVENTS message, a queued delivery and an index entry, as the router writes them) and times
-// `eraseSubject` for that user. If erasure reads only the user's entries, the time stays flat as the
-// stream grows. Its own nats-server and database; nothing else is touched. The router's consumer is made
-// again past the end after each fill (so the user's events count as routed, as they would be).
-import { headers as natsHeaders } from '@nats-io/nats-core';
+// `node bench/erasure.ts [sizes]` (issue 22): the time to erase one user as the stores grow. For each size
+// (cumulative; default 100000,1000000 stored events) it fills EVENTS with other users' events and the
+// erasure index (Postgres rows, as the projection writes them) with their entries, then gives a fresh user
+// USER_EVENTS events spread evenly over everything stored so far (each with an EVENTS message, a queued
+// delivery and an index row, as router and projection write them) and times `eraseSubject` for that user.
+// The fill goes to the stores directly, not through the service: routing a million events took minutes,
+// and what erasure reads is the same (its own nats-server and database; nothing else is touched). The
+// router's consumer is made again past the end after each fill (so every event counts as routed).
 import { jetstream, jetstreamManager, AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startNatsServer } from '../test/helpers/nats-server.ts';
 import { createTestDatabase } from '../test/helpers/database.ts';
 import { ensureStreams } from '../streams/index.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
-import { ERASURE_INDEX_STREAM, erasureSubject, type ErasureIndexEntry } from '../streams/erasure-index.ts';
 import { generateKeys, initSodium } from '../src/crypto/sodium.ts';
 import { openDatabase } from '../src/db/orm.ts';
 import { createLogger } from '../src/log.ts';
 import { createErasure } from '../src/erasure/erase.ts';
+import { insertIndexRows, subjectIndexRows } from '../src/erasure/index-store.ts';
 import { subjectHasherOf } from '../src/erasure/subject-hash.ts';
 import { createDeadLetterOpener } from '../src/admin/opener.ts';
 import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
@@ -24,7 +24,6 @@ import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
 const sizes = (process.argv[2] ?? '100000,1000000').split(',').map(Number);
 const USER_EVENTS = 200;
 const TENANT = 'tenant_bench';
-const WINDOW = 2000;
 const say = (s: string) => process.stderr.write(`${s}\n`);
 
 await initSodium();
@@ -42,71 +41,63 @@ try {
   const opener = await createDeadLetterOpener(deadLetterTaggerOf(keys.masterKey), keys.deadLetterSecretKey);
   const erasure = createErasure({ jsm, orm, hasher, opener, log });
   const body = JSON.stringify({ userId: 'user_other', email: 'someone@example.com', name: 'Some One', plan: 'pro' });
+  const em = orm.em.fork();
   let stored = 0;
-  let seed = 0;
 
-  /** Publish `n` messages made by `make(i)`, WINDOW in flight; their sequences. */
-  async function publishAll(n: number, make: (i: number) => [string, string, ReturnType<typeof natsHeaders>?]): Promise<number[]> {
-    const seqs: number[] = new Array(n);
-    for (let from = 0; from < n; from += WINDOW) {
-      const batch = [];
-      for (let i = from; i < Math.min(n, from + WINDOW); i++) {
-        const [subject, data, h] = make(i);
-        batch.push(js.publish(subject, data, h ? { headers: h } : undefined).then((a) => { seqs[i] = a.seq; }));
-      }
-      await Promise.all(batch);
+  /** `n` other users' events in EVENTS: plain publishes, flushed every 10,000, then checked by count. */
+  async function fillEvents(n: number): Promise<void> {
+    const before = (await jsm.streams.info(EVENTS_STREAM)).state.messages;
+    for (let i = 0; i < n; i++) {
+      nc.publish('events.tenant_other.user.updated', body);
+      if (i % 10_000 === 9_999) await nc.flush();
     }
-    return seqs;
+    await nc.flush();
+    for (;;) {
+      const now = (await jsm.streams.info(EVENTS_STREAM)).state.messages;
+      if (now >= before + n) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 
   for (const size of sizes) {
     const fillStart = performance.now();
     const filler = size - stored;
-    // Other users' events and their index entries (one user per 20 events, as a busy tenant's).
-    const seqs = await publishAll(filler, () => ['events.tenant_other.user.updated', body]);
+    const first = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq + 1;
+    await fillEvents(filler);
+    // Their index rows, one user per 20 events (a busy tenant's), as the projection writes them: in SQL, for speed.
+    await em.execute(`insert into erasure_index (tenant, subject_hash, events_seq, webhook_id, deliveries, indexed_at)
+      select ?, substr(md5('other' || (i / 20)::text), 1, 32), i, 'msg_x', '[]'::jsonb, now() from generate_series(?::bigint, ?::bigint) i`,
+    [TENANT, first, first + filler - 1]);
+    // The user's events, their deliveries and their rows, spread over the new part of the index.
     const user = { kind: 'user' as const, id: `user_target_${size}` };
-    const userSeqs = await publishAll(USER_EVENTS, () => [`events.${TENANT}.user.updated`, JSON.stringify({ userId: user.id })]);
-    const deliverySeqs = await publishAll(USER_EVENTS, (i) => ['deliveries.0.webhook_bench', JSON.stringify({ type: 'user.updated', data: { userId: user.id, i } })]);
-    // The filler's index entries in USER_EVENTS chunks, one of the user's after each: spread over the new part.
-    const chunk = Math.ceil(filler / USER_EVENTS);
+    const mine = [];
     for (let c = 0; c < USER_EVENTS; c++) {
-      const from = c * chunk;
-      await publishAll(Math.max(0, Math.min(chunk, filler - from)), (i) => [
-        erasureSubject(TENANT, hasher.hash({ kind: 'user', id: `user_${seed + Math.floor((from + i) / 20)}` })),
-        JSON.stringify({ v: 1, events_seq: seqs[from + i]!, webhook_id: 'msg_x', deliveries: [] } satisfies ErasureIndexEntry)]);
-      await publishAll(1, () => [erasureSubject(TENANT, hasher.hash(user)), JSON.stringify({
-        v: 1, events_seq: userSeqs[c]!, webhook_id: `msg_${c}`, deliveries: [['DELIVERIES_0', deliverySeqs[c]!, 'webhook_bench']],
-      } satisfies ErasureIndexEntry)]);
+      const e = await js.publish(`events.${TENANT}.user.updated`, JSON.stringify({ userId: user.id }));
+      const d = await js.publish('deliveries.0.webhook_bench', JSON.stringify({ type: 'user.updated', data: { userId: user.id, c } }));
+      mine.push({ tenant: TENANT, hashes: [hasher.hash(user)], events_seq: e.seq, webhook_id: `msg_${c}`, deliveries: [['DELIVERIES_0', d.seq, 'webhook_bench']] as [string, number, string][] });
     }
-    seed += filler;
+    await insertIndexRows(em, mine);
+    await em.execute('analyze erasure_index');
     stored = size;
     // Everything is routed: the router's consumer starts past the end (its ack floor there).
     const last = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq;
     await jsm.consumers.delete(EVENTS_STREAM, ROUTER_CONSUMER);
     await jsm.consumers.add(EVENTS_STREAM, { durable_name: ROUTER_CONSUMER, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1, filter_subject: 'events.>' });
-    const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
-    say(`router consumer: ack floor ${router.ack_floor.stream_seq}, delivered ${router.delivered.stream_seq}, pending ${router.num_pending}`);
-    const index = (await jsm.streams.info(ERASURE_INDEX_STREAM)).state;
     const events = (await jsm.streams.info(EVENTS_STREAM)).state;
-    say(`filled in ${((performance.now() - fillStart) / 1000).toFixed(0)} s: EVENTS ${events.messages} messages (${(events.bytes / 1e6).toFixed(0)} MB), ERASURE_INDEX ${index.messages} (${(index.bytes / 1e6).toFixed(0)} MB)`);
-    // The lookup alone: the user's entries, one direct get each (what erasure does before deleting).
+    const rows = await em.execute<{ n: string; bytes: string }[]>("select count(*) as n, pg_total_relation_size('erasure_index') as bytes from erasure_index");
+    say(`filled in ${((performance.now() - fillStart) / 1000).toFixed(0)} s: EVENTS ${events.messages} messages (${(events.bytes / 1e6).toFixed(0)} MB), erasure_index ${rows[0]!.n} rows (${(Number(rows[0]!.bytes) / 1e6).toFixed(0)} MB with its indexes)`);
+    // The lookup alone: the user's rows (what erasure reads before deleting).
     const r0 = performance.now();
-    let found = 0;
-    for (let seq = 1; ;) {
-      const m = await jsm.streams.getMessage(ERASURE_INDEX_STREAM, { next_by_subj: erasureSubject(TENANT, hasher.hash(user)), seq } as never).catch(() => null);
-      if (!m) break;
-      found++;
-      seq = m.seq + 1;
-    }
+    const found = await subjectIndexRows(orm.em.fork(), TENANT, hasher.all(user), Number.MAX_SAFE_INTEGER);
     const readMs = performance.now() - r0;
     const t0 = performance.now();
-    const out = await erasure.eraseSubject(TENANT, user, { routingWaitMs: 0 });
+    const out = await erasure.eraseSubject(TENANT, user, { routingWaitMs: 0, projectionWaitMs: 0 });
     const ms = performance.now() - t0;
     const t1 = performance.now();
-    const again = await erasure.eraseSubject(TENANT, user, { routingWaitMs: 0 });
+    const again = await erasure.eraseSubject(TENANT, user, { routingWaitMs: 0, projectionWaitMs: 0 });
     const msAgain = performance.now() - t1;
-    say(`read the user's ${found} index entries: ${readMs.toFixed(0)} ms`);
-    say(`erase one user with ${USER_EVENTS} events among ${events.messages} events / ${index.messages} index entries: ${ms.toFixed(0)} ms ` +
+    say(`read the user's ${found.length} index rows: ${readMs.toFixed(1)} ms`);
+    say(`erase one user with ${USER_EVENTS} events among ${events.messages} events / ${rows[0]!.n} index rows: ${ms.toFixed(0)} ms ` +
       `(${(ms / USER_EVENTS).toFixed(2)} ms per event; ${JSON.stringify(out.stores)}); ` +
       `again (nothing left): ${msAgain.toFixed(0)} ms, ${again.stores.index.entries} entries`);
   }
