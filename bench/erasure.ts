@@ -44,17 +44,21 @@ try {
   const em = orm.em.fork();
   let stored = 0;
 
-  /** `n` other users' events in EVENTS: plain publishes, flushed every 10,000, then checked by count. */
-  async function fillEvents(n: number): Promise<void> {
+  /** `n` other users' events in EVENTS (plain publishes, flushed every 10,000), with `user`'s events spread among them. */
+  async function fillEvents(n: number, user: string): Promise<number[]> {
     const before = (await jsm.streams.info(EVENTS_STREAM)).state.messages;
+    const mine: number[] = [];
+    const every = Math.max(1, Math.floor(n / USER_EVENTS));
     for (let i = 0; i < n; i++) {
       nc.publish('events.tenant_other.user.updated', body);
       if (i % 10_000 === 9_999) await nc.flush();
+      if (i % every === every - 1 && mine.length < USER_EVENTS) mine.push((await js.publish(`events.${TENANT}.user.updated`, JSON.stringify({ userId: user }))).seq);
     }
+    while (mine.length < USER_EVENTS) mine.push((await js.publish(`events.${TENANT}.user.updated`, JSON.stringify({ userId: user }))).seq);
     await nc.flush();
     for (;;) {
       const now = (await jsm.streams.info(EVENTS_STREAM)).state.messages;
-      if (now >= before + n) break;
+      if (now >= before + n + USER_EVENTS) return mine;
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -63,18 +67,17 @@ try {
     const fillStart = performance.now();
     const filler = size - stored;
     const first = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq + 1;
-    await fillEvents(filler);
+    const user = { kind: 'user' as const, id: `user_target_${size}` };
+    const userSeqs = await fillEvents(filler, user.id);
     // Their index rows, one user per 20 events (a busy tenant's), as the projection writes them: in SQL, for speed.
     await em.execute(`insert into erasure_index (tenant, subject_hash, events_seq, webhook_id, deliveries, indexed_at)
-      select ?, substr(md5('other' || (i / 20)::text), 1, 32), i, 'msg_x', '[]'::jsonb, now() from generate_series(?::bigint, ?::bigint) i`,
-    [TENANT, first, first + filler - 1]);
-    // The user's events, their deliveries and their rows, spread over the new part of the index.
-    const user = { kind: 'user' as const, id: `user_target_${size}` };
+      select ?, substr(md5('other' || (i / 20)::text), 1, 32), i, 'msg_x', '[]'::jsonb, now() from generate_series(?::bigint, ?::bigint) i where i <> all(?::bigint[])`,
+    [TENANT, first, first + filler + USER_EVENTS - 1, `{${userSeqs.join(',')}}`]);
+    // The user's deliveries (queued for an endpoint) and rows.
     const mine = [];
     for (let c = 0; c < USER_EVENTS; c++) {
-      const e = await js.publish(`events.${TENANT}.user.updated`, JSON.stringify({ userId: user.id }));
       const d = await js.publish('deliveries.0.webhook_bench', JSON.stringify({ type: 'user.updated', data: { userId: user.id, c } }));
-      mine.push({ tenant: TENANT, hashes: [hasher.hash(user)], events_seq: e.seq, webhook_id: `msg_${c}`, deliveries: [['DELIVERIES_0', d.seq, 'webhook_bench']] as [string, number, string][] });
+      mine.push({ tenant: TENANT, hashes: [hasher.hash(user)], events_seq: userSeqs[c]!, webhook_id: `msg_${c}`, deliveries: [['DELIVERIES_0', d.seq, 'webhook_bench']] as [string, number, string][] });
     }
     await insertIndexRows(em, mine);
     await em.execute('analyze erasure_index');
