@@ -4,7 +4,7 @@
 // both read. Only hookstream's service may publish on `erasure.>` (nats.conf), but every value is checked
 // all the same before it reaches Postgres: a message that does not fit is skipped alone (issue 23).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ERASURE_BATCH_SUBJECT, ERASURE_INDEX_STREAM, type IndexedEvent } from '../streams/erasure-index.ts';
+import { ERASURE_BATCH_SUBJECT, ERASURE_INDEX_STREAM, type ErasureIndexEntry, type IndexedEvent } from '../streams/erasure-index.ts';
 import { isEndpointId, isTenantId } from '../src/domain/ids.ts';
 import { describe } from '../src/errors.ts';
 import { deleteAllIndexRows, insertIndexRows } from '../src/erasure/index-store.ts';
@@ -45,7 +45,8 @@ export function decodeIndexMessage(m: Pick<StreamMessage, 'subject' | 'data'>): 
   if (m.subject === ERASURE_BATCH_SUBJECT && o.v === 2 && Array.isArray(o.entries)) events = o.entries as Partial<IndexedEvent>[];
   else if (o.v === 1 && V1_SUBJECT.test(m.subject)) {
     const [, tenant, hash] = V1_SUBJECT.exec(m.subject)!;
-    events = [{ tenant, hashes: [hash!], events_seq: o.events_seq as number, webhook_id: o.webhook_id as string, deliveries: o.deliveries as IndexedEvent['deliveries'] }];
+    const v1 = o as Partial<ErasureIndexEntry>;
+    events = [{ tenant, hashes: [hash!], events_seq: v1.events_seq, webhook_id: v1.webhook_id, deliveries: v1.deliveries }];
   } else return { ok: false, reason: 'not an erasure index batch (version 2) or entry (version 1)' };
   for (const [i, e] of events.entries()) {
     const why = typeof e === 'object' && e !== null ? invalid(e) : 'not an object';

@@ -28,8 +28,6 @@ export interface RoutedCopies {
 export interface ErasureIndexWriter {
   /** Resolves once the event's entry is stored (at once when it names no subject); rejects on NATS trouble. */
   record(copies: RoutedCopies): Promise<void>;
-  /** Write what waits now. */
-  flush(): Promise<void>;
 }
 
 interface Batch {
@@ -43,15 +41,14 @@ export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hash
   let open: Batch | undefined;
   let timer: NodeJS.Timeout | undefined;
 
-  const write = (): Promise<void> => {
+  const write = (): void => {
     clearTimeout(timer);
     timer = undefined;
     const batch = open;
     open = undefined;
-    if (!batch) return Promise.resolve();
+    if (!batch) return;
     const body: ErasureIndexBatch = { v: 2, entries: batch.entries };
     deps.publisher.publish(ERASURE_BATCH_SUBJECT, JSON.stringify(body)).then(() => batch.settle(), (e: unknown) => batch.settle(e ?? new Error('index batch not stored')));
-    return batch.stored;
   };
 
   return {
@@ -67,14 +64,13 @@ export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hash
         // Each event's settle catches its own rejection; this keeps an unobserved one from crashing the process.
         stored.catch(() => {});
         open = { entries: [], bytes: 0, stored, settle };
-        timer = setTimeout(() => void write(), deps.batchMs ?? BATCH_MS);
+        timer = setTimeout(write, deps.batchMs ?? BATCH_MS);
       }
       const batch = open;
       batch.entries.push(entry);
       batch.bytes += 64 + entry.hashes.length * 35 + entry.webhook_id.length + c.deliveries.length * 64;
-      if (batch.bytes >= MAX_BATCH_BYTES) void write();
+      if (batch.bytes >= MAX_BATCH_BYTES) write();
       return batch.stored;
     },
-    flush: write,
   };
 }
