@@ -64,6 +64,12 @@ export const MAX_DELIVERY_SHARDS = 256;
 
 export const deliveryStream = (shard: number) => `${DELIVERIES_PREFIX}${shard}`;
 
+/**
+ * Where the router marks, in a delivery stream, that a delivery before the marker may be stored after a
+ * later event's (issue 21, src/router/late-marks.ts). No endpoint's consumer reads it.
+ */
+export const lateMarkSubject = (stream: string) => `deliveries.${stream.slice(DELIVERIES_PREFIX.length)}.late`;
+
 export interface DeliveryAddress {
   stream: string;
   subject: string;

@@ -14,7 +14,7 @@ import { createRecentAcks } from '../src/delivery/recent-acks.ts';
 import type { InFlight } from '../src/delivery/in-flight.ts';
 import type { PulledMsg } from '../src/nats/pulled-msg.ts';
 import { silentLogger } from '../src/log.ts';
-import { DeliveryHeader } from '../streams/deliveries.ts';
+import { DeliveryHeader, deliveryStream, lateMarkSubject } from '../streams/deliveries.ts';
 import { ensureEventsStream, EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
 import { eventually } from './helpers/service.ts';
@@ -24,6 +24,12 @@ const KEY = 'deliveries.gate.k.key1';
 const OTHER = 'deliveries.gate.k.key2';
 /** Long enough for the gate to have read the floor (every 20 ms) and the key several times over. */
 const SETTLE_MS = 400;
+
+/** A fetched message as the delivery role's pull feed hands it on. */
+const pulled = (jm: JsMsg): PulledMsg => ({
+  subject: jm.subject, data: jm.data, headers: jm.headers, reply: '', seq: jm.seq, info: jm.info,
+  ack: () => jm.ack(), nak: (d) => jm.nak(d), working: () => jm.working(), term: () => jm.term(),
+});
 
 test('a key\'s deliveries stored out of event order go in event order, each once the router has handled every earlier event', async (t) => {
   const server = await startNatsServer();
@@ -58,10 +64,7 @@ test('a key\'s deliveries stored out of event order go in event order, each once
   const released: number[] = [];
   const consumer = await js.consumers.get(STREAM, 'gate');
   for await (const jm of await consumer.fetch({ max_messages: 5, expires: 2000 })) {
-    const m: PulledMsg = {
-      subject: jm.subject, data: jm.data, headers: jm.headers, reply: '', seq: jm.seq, info: jm.info,
-      ack: () => jm.ack(), nak: (d) => jm.nak(d), working: () => jm.working(), term: () => jm.term(),
-    };
+    const m = pulled(jm);
     const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
     inFlight.add(tracked);
     gate.admit(tracked, () => {
@@ -96,4 +99,84 @@ test('a key\'s deliveries stored out of event order go in event order, each once
   t.deepEqual(released.slice(0, 3), [1, 2, 3]);
   t.deepEqual(released.slice(3).sort(), [4, 5], 'the rest once the router passed them');
   t.is(gate.parked(), 0);
+});
+
+test('with the router\'s late marks, a key is read only up to its delivery unless a mark is stored after it', async (t) => {
+  const server = await startNatsServer();
+  t.teardown(() => server.dispose());
+  const nc = await connectNats({ url: server.url });
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  await ensureEventsStream(jsm);
+  const stream = deliveryStream(0);
+  const key = 'deliveries.0.webhook_gate.k.key1';
+  await jsm.streams.add({ name: stream, subjects: ['deliveries.0.>'], retention: RetentionPolicy.Workqueue });
+  await jsm.consumers.add(stream, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.0.webhook_gate.k.>' });
+  // Every read of the key, by where it starts.
+  const reads: number[] = [];
+  nc.subscribe(`$JS.API.STREAM.MSG.GET.${stream}`, { callback: (_e, m) => {
+    const body = JSON.parse(m.string()) as { seq?: number; next_by_subj?: string };
+    if (body.next_by_subj === key) reads.push(body.seq ?? 0);
+  } });
+  for (let n = 1; n <= 6; n++) await js.publish('events.tenant_gate.user.updated', '{}');
+  // The router's acks, each after its event's deliveries (and their marks) are stored.
+  const router = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
+  const route = async (count: number) => {
+    const got: JsMsg[] = [];
+    for await (const m of await router.fetch({ max_messages: count, expires: 2000 })) { got.push(m); if (got.length === count) break; }
+    for (const m of got) await m.ackAck();
+  };
+
+  const deliver = async (event: number) => {
+    const hd = natsHeaders();
+    hd.set(DeliveryHeader.EventSeq, String(event));
+    return (await js.publish(key, JSON.stringify({ event }), { headers: hd })).seq;
+  };
+  const mark = async () => (await js.publish(lateMarkSubject(stream), '')).seq;
+  // As a router stores them: its first store marked, then a run in event order.
+  await deliver(1);
+  await mark();
+  await deliver(2);
+  const lastInRun = await deliver(3);
+  await route(3);
+
+  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
+  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20, heads });
+  const recentAcks = createRecentAcks();
+  const inFlight = new Set<InFlight>();
+  const gate = createKeyGate({ heads, stream, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
+  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
+  const released: number[] = [];
+  const consumer = await js.consumers.get(stream, 'gate');
+  const take = async (count: number) => {
+    let got = 0;
+    for await (const jm of await consumer.fetch({ max_messages: count, expires: 2000 })) {
+      const m = pulled(jm);
+      const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
+      inFlight.add(tracked);
+      gate.admit(tracked, () => {
+        released.push(Number(m.headers?.get(DeliveryHeader.EventSeq)));
+        recentAcks.add(m);
+        m.ack();
+        gate.ended(tracked);
+      });
+      if (++got === count) break;
+    }
+  };
+  // The first delivery waits for the floor's first reading, which reads the stream's marks too.
+  await take(3);
+  await eventually(() => (released.length >= 3 ? true : undefined), 5000, 'events 1-3');
+  t.deepEqual(released, [1, 2, 3]);
+  t.false(reads.some((from) => from > lastInRun), `never read past the key's deliveries: ${JSON.stringify(reads)} (last ${lastInRun})`);
+
+  // A late store (event 5 after event 6's), then the router's mark: the gate reads to the end and waits.
+  const six = await deliver(6);
+  await deliver(5);
+  await mark();
+  await route(3);
+  await take(2);
+  await eventually(() => (released.length >= 5 ? true : undefined), 5000, 'events 5 and 6');
+  t.deepEqual(released, [1, 2, 3, 5, 6]);
+  t.true(reads.some((from) => from > six), `read past event 6's delivery: ${JSON.stringify(reads)} (6 at ${six})`);
 });

@@ -96,12 +96,15 @@ export function createKeyGate(deps: {
   /** The highest stream sequence handed to this gate. */
   let highestAdmitted = 0;
 
-  /** Reads the key's deliveries stored since the last read, to the end; returns the sequences read. */
-  async function readNewer(subject: string, k: Key): Promise<Set<number>> {
+  /**
+   * Reads the key's deliveries stored since the last read, to the end, or with `upTo` to that sequence
+   * when no delivery of an event up to `upTo.covers` can be stored after it; returns the sequences read.
+   */
+  async function readNewer(subject: string, k: Key, upTo?: { seq: number; covers: number }): Promise<Set<number>> {
     // Read before the end is: every delivery of an event up to it is stored by then.
-    const barrier = floor.known();
+    const barrier = upTo?.covers ?? floor.known();
     const read = new Set<number>();
-    for (;;) {
+    while (upTo === undefined || k.readFrom <= upTo.seq) {
       const m = await heads.next(stream, subject, k.readFrom);
       if (m === null) break;
       k.stored.set(m.seq, m.eventSeq ?? 0);
@@ -119,8 +122,12 @@ export function createKeyGate(deps: {
    */
   async function headOf(subject: string, k: Key, p: Parked): Promise<Head> {
     const seq = p.tracked.msg.seq;
-    // Read to the end only when what was read may lack an earlier event's delivery stored late.
-    const read = k.complete < p.event - 1 ? await readNewer(subject, k) : new Set<number>();
+    // Read only when what was read may lack a delivery of an earlier event; to the end only when one may
+    // be stored after this one: the stream's last late mark is after it, or not known since the barrier.
+    const mark = floor.lateMark(stream);
+    const unmarked = mark !== undefined && mark.seq > 0 && mark.seq < seq && mark.floor >= p.event - 1;
+    const read = k.complete >= p.event - 1 ? new Set<number>()
+      : await readNewer(subject, k, unmarked ? { seq, covers: p.event - 1 } : undefined);
     if (!read.has(seq) && !k.stored.has(seq)) {
       // Stored after the last read, of an event no earlier one waits for: only it is read.
       if (!await stillStored(seq)) return 'gone';

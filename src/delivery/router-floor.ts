@@ -4,21 +4,33 @@
 // One reader per delivery process, asking the router's consumer only while some gate waits on it.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor } from '../../streams/events.ts';
+import { lateMarkSubject } from '../../streams/deliveries.ts';
+import type { NextBySubject } from '../nats/next-by-subject.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 
 /** Between two reads of the router's consumer while something waits: a barrier costs at most about this. */
 export const FLOOR_POLL_MS = 25;
 
+/** A delivery stream's last late mark (src/router/late-marks.ts), read right after a reading of the floor. */
+export interface LateMark {
+  /** The floor read just before: every mark of a delivery of an event up to it was stored by then. */
+  floor: number;
+  /** The last marker's stream sequence; 0 when the stream has none (then nothing is known: read to the end). */
+  seq: number;
+}
+
 export interface RouterFloor {
   /** The floor as last read (0 before the first read): every read of it completed before now. */
   known(): number;
+  /** The last mark of `stream`, read with the floor from now on (the gate of a stream asks once). */
+  lateMark(stream: string): LateMark | undefined;
   /** `go` runs once the floor is read at `min` or more (at once when it is known to be). */
   when(min: number, go: () => void): void;
   close(): void;
 }
 
-export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; pollMs?: number }): RouterFloor {
+export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; pollMs?: number; heads?: NextBySubject }): RouterFloor {
   const pollMs = deps.pollMs ?? FLOOR_POLL_MS;
   let floor = 0;
   let waiters: { min: number; go: () => void }[] = [];
@@ -27,6 +39,8 @@ export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; po
   let reading = false;
   let failing = false;
   let closed = false;
+  /** The streams whose marks are read with the floor, and what was read last (absent: not yet, or failed). */
+  const marks = new Map<string, LateMark | undefined>();
 
   const release = () => {
     const ready = waiters.filter((w) => w.min <= floor);
@@ -45,8 +59,14 @@ export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; po
     reading = true;
     lastRead = performance.now();
     try {
-      floor = Math.max(floor, routerFloor(await deps.jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER)));
+      const read = routerFloor(await deps.jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER));
+      floor = Math.max(floor, read);
       failing = false;
+      // After the floor: every marker of an event up to it is stored before these reads.
+      await Promise.all([...marks.keys()].map(async (stream) => {
+        const last = await deps.heads!.last(stream, lateMarkSubject(stream)).catch(() => undefined);
+        marks.set(stream, last === undefined ? undefined : { floor: read, seq: last?.seq ?? 0 });
+      }));
     } catch (e) {
       // Keyed deliveries wait meanwhile (order before progress); said once per outage, not per read.
       if (!failing) deps.log.warn('could not read the router\'s progress; ordered deliveries wait', { reason: describe(e) });
@@ -61,6 +81,11 @@ export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; po
 
   return {
     known: () => floor,
+    lateMark(stream) {
+      if (!deps.heads) return undefined;
+      if (!marks.has(stream)) marks.set(stream, undefined);
+      return marks.get(stream);
+    },
     when(min, go) {
       if (min <= floor) return go();
       waiters.push({ min, go });

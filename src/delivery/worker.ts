@@ -87,7 +87,7 @@ export async function startDelivery(deps: {
   // Issue 21: the ordering gates' reads of a key's stored deliveries (one or two per keyed delivery).
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
   // Their barrier: one reader of the router's progress for every gate of the process.
-  const floor = createRouterFloor({ jsm: deps.jsm, log });
+  const floor = createRouterFloor({ jsm: deps.jsm, log, heads });
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,

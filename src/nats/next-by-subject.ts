@@ -22,6 +22,8 @@ export interface NextBySubject {
    * checks again this way.
    */
   at(stream: string, seq: number): Promise<Stored | null>;
+  /** The last message stored on `subject`, or null when there is none. */
+  last(stream: string, subject: string): Promise<Stored | null>;
   close(): void;
 }
 
@@ -61,6 +63,7 @@ export function createNextBySubject(nc: NatsConnection, opts: { timeoutMs: numbe
   return {
     next: (stream, subject, from) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: from, next_by_subj: subject })),
     at: (stream, seq) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq })),
+    last: (stream, subject) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ last_by_subj: subject })),
     close: replies.close,
   };
 }

@@ -12,7 +12,7 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
-import { DELIVERY_MAX_BODY, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
+import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { TenantId } from '../domain/ids.ts';
@@ -34,6 +34,7 @@ import { createDroppedDeliveries } from './dropped.ts';
 import { deliverySubject, eventOrdering } from './ordering.ts';
 import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
 import { createKeyedQueueBound } from './keyed-bound.ts';
+import { createLateMarks } from './late-marks.ts';
 
 /** At most this many fan-out publishes awaiting their ack at once. */
 const MAX_PUBLISHES_IN_FLIGHT = 4096;
@@ -92,6 +93,8 @@ export async function startRouter(deps: {
   const routed = createRoutedLog({ jsm: deps.jsm, publisher, intervalMs: ROUTED_FLUSH_MS, log });
   const dropped = createDroppedDeliveries({ publisher, ops: deps.ops, metrics, log, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT });
   const keyedBound = createKeyedQueueBound({ jsm: deps.jsm, shards: deps.shards, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, log });
+  // Issue 21: deliveries that may be stored after a later event's are marked for the ordering gates.
+  const marks = createLateMarks({ publisher, jsm: deps.jsm, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, log });
 
   // Messages waiting for their verdict, with when they arrived: one sweep keeps the long waits alive.
   const waiting = new Map<JsMsg, number>();
@@ -180,6 +183,10 @@ export async function startRouter(deps: {
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
     const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
     const eventSeq = String(m.seq);
+    // Stored before the event's ack: the marks of its deliveries, and for a retry, a mark after what its
+    // earlier routing stored (whose own marks may never have been stored).
+    const marked: Promise<void>[] = [...new Set([...stored ?? []].map((k) => deliveryAddress(k.slice(0, k.lastIndexOf('@')), deps.shards).stream))]
+      .map((stream) => marks.mark(stream));
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
     let body: Uint8Array | string | undefined;
     const bodyOrReject = (): Uint8Array | string | undefined => {
@@ -189,7 +196,8 @@ export async function startRouter(deps: {
       return (body = encoded.body);
     };
     // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
-    const publishTo = async (list: EndpointState[], restored?: ReadonlySet<string>): Promise<void> => {
+    // `late`: a catch-up, stored after whatever was routed meanwhile.
+    const publishTo = async (list: EndpointState[], restored?: ReadonlySet<string>, late = false): Promise<void> => {
       const prepared = list.map((endpoint) => {
         const h = natsHeaders();
         h.set(DeliveryHeader.WebhookId, webhookId);
@@ -205,7 +213,12 @@ export async function startRouter(deps: {
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
         return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound);
       });
-      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : publisher.publish(subject, body!, h))));
+      // Each store is told to the marks as it is answered, in the order JetStream stored them.
+      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : publisher.publish(subject, body!, h).then((at) => {
+        const mark = marks.stored(at, m.seq, late);
+        if (mark) marked.push(mark);
+        return at;
+      }))));
       const refused: Promise<void>[] = [];
       let failed: unknown;
       results.forEach((r, i) => {
@@ -244,11 +257,12 @@ export async function startRouter(deps: {
             if (bodyOrReject() === undefined) return;
             // Rare (the directory had not applied a write yet); worth a line, not on any hot path.
             log.info('event routed to endpoints its first routing missed', { seq: m.seq, endpoints: missed.map((e) => e.id).join(',') });
-            await publishTo(missed, restored);
+            await publishTo(missed, restored, true);
             enqueued += missed.length;
           }
         }
         await indexed();
+        await Promise.all(marked);
       } catch (e) {
         if (isEventsFault(e)) return verdicts.reject(m, RejectionReason.TooLarge, describe(e));
         // NATS's trouble (a publish, or the directory sync), not the event's: it comes back after a delay,
@@ -289,6 +303,8 @@ export async function startRouter(deps: {
       untrackLeader?.();
       await messages.close();
       await loop;
+      // A mark NATS keeps refusing gives up: its event comes back, and its retry marks again.
+      marks.close();
       await Promise.allSettled([...publishesDone]);
       await routed.flush();
       clearInterval(keepAlive);
