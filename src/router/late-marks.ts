@@ -42,6 +42,7 @@ interface StreamRun {
   event: number;
   /** A marker asked for and not sent yet: later marks join it. */
   next: Promise<void> | undefined;
+  /** Markers this process stored in the stream: the older ones are purged every so many. */
   written: number;
 }
 
