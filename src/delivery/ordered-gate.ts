@@ -6,8 +6,10 @@
 // Storage order is not event order (a fan-out NATS failed part-way is published again seconds later, two
 // routers race, the router's cover catch-up comes late), so two things are read before a delivery of
 // event S goes: the router's floor (router-floor.ts) at S-1 or more, by which every delivery of an earlier
-// event is stored; then the key's stored deliveries after that point, each with its event sequence. What
-// was read is kept per key (stream sequences only grow), so a key's backlog is read once, not per delivery.
+// event is stored; then the key's stored deliveries, each with its event sequence: to the end of its
+// subject when the router may have stored one of an earlier event after it (a late mark after it, or none
+// known: src/router/late-marks.ts), otherwise up to it. What was read is kept per key (stream sequences
+// only grow), so a key's backlog is read once, not per delivery.
 //
 // A delivery behind its key is parked here: held in memory (the in-flight sweep keeps it from being
 // redelivered, so waiting does not use up its attempts), not in a lane. One check per key at a time, for
@@ -101,7 +103,8 @@ export function createKeyGate(deps: {
    * when no delivery of an event up to `upTo.covers` can be stored after it; returns the sequences read.
    */
   async function readNewer(subject: string, k: Key, upTo?: { seq: number; covers: number }): Promise<Set<number>> {
-    // Read before the end is: every delivery of an event up to it is stored by then.
+    // To the end: the floor read before it, every delivery of an event up to it is stored by then. Up to a
+    // delivery: the events the marks prove nothing is stored after it of.
     const barrier = upTo?.covers ?? floor.known();
     const read = new Set<number>();
     while (upTo === undefined || k.readFrom <= upTo.seq) {
