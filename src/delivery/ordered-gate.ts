@@ -103,8 +103,8 @@ export function createKeyGate(deps: {
    * when no delivery of an event up to `upTo.covers` can be stored after it; returns the sequences read.
    */
   async function readNewer(subject: string, k: Key, upTo?: { seq: number; covers: number }): Promise<Set<number>> {
-    // To the end: the floor read before it, every delivery of an event up to it is stored by then. Up to a
-    // delivery: the events the marks prove nothing is stored after it of.
+    // To the end: the floor read before it (every delivery of an event up to it is stored by then). Up to a
+    // delivery: the marks prove no delivery of an event up to `covers` is stored after it.
     const barrier = upTo?.covers ?? floor.known();
     const read = new Set<number>();
     while (upTo === undefined || k.readFrom <= upTo.seq) {
