@@ -3,14 +3,14 @@
 // racing, a cover catch-up), and a router consumer whose progress the test makes by acking it by hand:
 // the gate lets the key's deliveries go in EVENTS order, and none before the router has handled every
 // earlier event.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, type JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
 import { createNextBySubject } from '../src/nats/next-by-subject.ts';
-import { createKeyGate } from '../src/delivery/ordered-gate.ts';
+import { createKeyGate, type KeyGate } from '../src/delivery/ordered-gate.ts';
 import { createRouterFloor } from '../src/delivery/router-floor.ts';
-import { createRecentAcks } from '../src/delivery/recent-acks.ts';
+import { createRecentAcks, type RecentAcks } from '../src/delivery/recent-acks.ts';
 import type { InFlight } from '../src/delivery/in-flight.ts';
 import type { PulledMsg } from '../src/nats/pulled-msg.ts';
 import { silentLogger } from '../src/log.ts';
@@ -25,20 +25,38 @@ const OTHER = 'deliveries.gate.k.key2';
 /** Long enough for the gate to have read the floor (every 20 ms) and the key several times over. */
 const SETTLE_MS = 400;
 
-/** A fetched message as the delivery role's pull feed hands it on. */
-const pulled = (jm: JsMsg): PulledMsg => ({
-  subject: jm.subject, data: jm.data, headers: jm.headers, reply: '', seq: jm.seq, info: jm.info,
-  ack: () => jm.ack(), nak: (d) => jm.nak(d), working: () => jm.working(), term: () => jm.term(),
-});
-
-test('a key\'s deliveries stored out of event order go in event order, each once the router has handled every earlier event', async (t) => {
+/** A server of the test's own with the EVENTS stream (and its router consumer). */
+async function natsWithEvents(t: ExecutionContext) {
   const server = await startNatsServer();
   t.teardown(() => server.dispose());
   const nc = await connectNats({ url: server.url });
   t.teardown(() => nc.close());
   const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
   await ensureEventsStream(jsm);
+  return { nc, jsm, js: jetstream(nc) };
+}
+
+/**
+ * A fetched message handed to the gate as the pull feed hands it on; once released, what the delivery role
+ * does with it: a 2xx (its event recorded in `released`), its ack, the end of its attempt.
+ */
+function admit(d: { gate: KeyGate; inFlight: Set<InFlight>; recentAcks: RecentAcks; released: number[] }, jm: JsMsg): void {
+  const m: PulledMsg = {
+    subject: jm.subject, data: jm.data, headers: jm.headers, reply: '', seq: jm.seq, info: jm.info,
+    ack: () => jm.ack(), nak: (n) => jm.nak(n), working: () => jm.working(), term: () => jm.term(),
+  };
+  const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
+  d.inFlight.add(tracked);
+  d.gate.admit(tracked, () => {
+    d.released.push(Number(m.headers?.get(DeliveryHeader.EventSeq)));
+    d.recentAcks.add(m);
+    m.ack();
+    d.gate.ended(tracked);
+  });
+}
+
+test('a key\'s deliveries stored out of event order go in event order, each once the router has handled every earlier event', async (t) => {
+  const { nc, jsm, js } = await natsWithEvents(t);
   await jsm.streams.add({ name: STREAM, subjects: ['deliveries.gate.>'], retention: RetentionPolicy.Workqueue });
   await jsm.consumers.add(STREAM, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.gate.>' });
 
@@ -60,19 +78,10 @@ test('a key\'s deliveries stored out of event order go in event order, each once
   const gate = createKeyGate({ heads, stream: STREAM, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
   t.teardown(() => { gate.close(); floor.close(); heads.close(); });
 
-  // What the delivery role does with a released delivery: a 2xx, its ack, the end of its attempt.
   const released: number[] = [];
   const consumer = await js.consumers.get(STREAM, 'gate');
   for await (const jm of await consumer.fetch({ max_messages: 5, expires: 2000 })) {
-    const m = pulled(jm);
-    const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
-    inFlight.add(tracked);
-    gate.admit(tracked, () => {
-      released.push(Number(m.headers?.get(DeliveryHeader.EventSeq)));
-      recentAcks.add(m);
-      m.ack();
-      gate.ended(tracked);
-    });
+    admit({ gate, inFlight, recentAcks, released }, jm);
     if (inFlight.size === 5) break;
   }
 
@@ -102,13 +111,7 @@ test('a key\'s deliveries stored out of event order go in event order, each once
 });
 
 test('with the router\'s late marks, a key is read only up to its delivery unless a mark is stored after it', async (t) => {
-  const server = await startNatsServer();
-  t.teardown(() => server.dispose());
-  const nc = await connectNats({ url: server.url });
-  t.teardown(() => nc.close());
-  const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
-  await ensureEventsStream(jsm);
+  const { nc, jsm, js } = await natsWithEvents(t);
   const stream = deliveryStream(0);
   const key = 'deliveries.0.webhook_gate.k.key1';
   await jsm.streams.add({ name: stream, subjects: ['deliveries.0.>'], retention: RetentionPolicy.Workqueue });
@@ -152,15 +155,7 @@ test('with the router\'s late marks, a key is read only up to its delivery unles
   const take = async (count: number) => {
     let got = 0;
     for await (const jm of await consumer.fetch({ max_messages: count, expires: 2000 })) {
-      const m = pulled(jm);
-      const tracked: InFlight = { msg: m, touched: performance.now(), wait: 30_000 };
-      inFlight.add(tracked);
-      gate.admit(tracked, () => {
-        released.push(Number(m.headers?.get(DeliveryHeader.EventSeq)));
-        recentAcks.add(m);
-        m.ack();
-        gate.ended(tracked);
-      });
+      admit({ gate, inFlight, recentAcks, released }, jm);
       if (++got === count) break;
     }
   };

@@ -127,6 +127,8 @@ export function createKeyGate(deps: {
     const seq = p.tracked.msg.seq;
     // Read only when what was read may lack a delivery of an earlier event; to the end only when one may
     // be stored after this one: the stream's last late mark is after it, or not known since the barrier.
+    // Asked even when nothing is read: the first ask has the floor reader read this stream's marks from
+    // its next reading on, before a later delivery needs them.
     const mark = floor.lateMark(stream);
     const unmarked = mark !== undefined && mark.seq > 0 && mark.seq < seq && mark.floor >= p.event - 1;
     const read = k.complete >= p.event - 1 ? new Set<number>()

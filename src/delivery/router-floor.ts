@@ -32,6 +32,7 @@ export interface RouterFloor {
 
 export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; pollMs?: number; heads?: NextBySubject }): RouterFloor {
   const pollMs = deps.pollMs ?? FLOOR_POLL_MS;
+  const { heads } = deps;
   let floor = 0;
   let waiters: { min: number; go: () => void }[] = [];
   let timer: NodeJS.Timeout | undefined;
@@ -63,8 +64,8 @@ export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; po
       floor = Math.max(floor, read);
       failing = false;
       // After the floor: every marker of an event up to it is stored before these reads.
-      await Promise.all([...marks.keys()].map(async (stream) => {
-        const last = await deps.heads!.last(stream, lateMarkSubject(stream)).catch(() => undefined);
+      if (heads) await Promise.all([...marks.keys()].map(async (stream) => {
+        const last = await heads.last(stream, lateMarkSubject(stream)).catch(() => undefined);
         marks.set(stream, last === undefined ? undefined : { floor: read, seq: last?.seq ?? 0 });
       }));
     } catch (e) {
@@ -82,7 +83,7 @@ export function createRouterFloor(deps: { jsm: JetStreamManager; log: Logger; po
   return {
     known: () => floor,
     lateMark(stream) {
-      if (!deps.heads) return undefined;
+      if (!heads) return undefined;
       if (!marks.has(stream)) marks.set(stream, undefined);
       return marks.get(stream);
     },

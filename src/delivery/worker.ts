@@ -84,7 +84,7 @@ export async function startDelivery(deps: {
   const stopRetryNow = serveRetryNow(deps.nc, retries, log);
   const rates = createRateGates({ jsm: deps.jsm, publisher: deps.publisher, replicas: options.replicas, log });
   const recentAcks = createRecentAcks();
-  // Issue 21: the ordering gates' reads of a key's stored deliveries (one or two per keyed delivery).
+  // Issue 21: the ordering gates' reads of a key's stored deliveries, and of the router's late marks.
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
   // Their barrier: one reader of the router's progress for every gate of the process.
   const floor = createRouterFloor({ jsm: deps.jsm, log, heads });
