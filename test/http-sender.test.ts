@@ -258,6 +258,26 @@ test('a slow origin ties up only its own connections', async (t) => {
   for (const o of await Promise.all(slow)) t.false(o.ok);
 });
 
+test("one tenant's slow endpoints on a receiver host hold only that tenant's connections to it", async (t) => {
+  // One host: /slow never answers, everything else answers at once.
+  const held: ServerResponse[] = [];
+  let ending = false;
+  const host = await receiver((req, res) => (req.url !== '/slow' ? res.end('ok') : ending ? res.destroy() : held.push(res)));
+  t.teardown(async () => { for (const r of held) r.destroy(); await host.close(); });
+  const s = sender(t, { connectionsPerOrigin: 2, attemptTimeoutMs: 10_000 });
+  let slowSettled = false;
+  const slow = [1, 2, 3].map(() => s.send({ url: `${host.url}/slow`, pool: 'tenant_attacker', headers: HEADERS, body: BODY }).finally(() => { slowSettled = true; }));
+  while (held.length < 2) await new Promise((r) => setTimeout(r, 10));
+  // The attacker's pool to the host is full (its third attempt waits); another tenant's attempt is not behind it.
+  const outcome = await s.send({ url: `${host.url}/fast`, pool: 'tenant_victim', headers: HEADERS, body: BODY });
+  t.true(outcome.ok);
+  t.false(slowSettled);
+  t.is(held.length, 2);
+  ending = true;
+  for (const r of held) r.destroy();
+  for (const o of await Promise.all(slow)) t.false(o.ok);
+});
+
 test('invalid URLs are classified, not thrown', async (t) => {
   const s = sender(t);
   t.is(failure(await s.send({ url: 'not a url', headers: HEADERS, body: BODY })).kind, 'invalid_url');

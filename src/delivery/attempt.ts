@@ -29,7 +29,7 @@ import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../teleme
 import type { Span } from '@opentelemetry/api';
 
 export interface Sender {
-  send(req: { url: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
+  send(req: { url: string; pool?: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
 }
 
 export interface SecretOpener {
@@ -200,7 +200,7 @@ export function createAttempts(deps: {
     // Not signed, so off by default (HOOKSTREAM_FORWARD_TRACEPARENT); tracestate and baggage never go out.
     if (span && tracing.forwardTraceparent) headers['traceparent'] = traceparentOf(span);
     metrics.attempts.inc({ event });
-    const outcome = await sender.send({ url: state.url, headers, body });
+    const outcome = await sender.send({ url: state.url, pool: state.tenant, headers, body });
     if (span) attemptAnswered(span, outcome);
     const ended = performance.now();
     const endedAt = Date.now();

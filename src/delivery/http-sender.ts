@@ -1,5 +1,6 @@
-// One delivery attempt as an HTTP POST: keep-alive pools per origin (undici Agent), a hard deadline on
-// the whole attempt, no redirects, a bounded read of the answer, and every failure classified rather
+// One delivery attempt as an HTTP POST: keep-alive pools per tenant and origin (one undici Agent per
+// tenant), so one tenant's slow endpoints hold only its own share of sockets to a receiver host that other
+// tenants use too; a hard deadline on the whole attempt, no redirects, a bounded read of the answer, and every failure classified rather
 // than thrown. Deciding what an outcome means for the message (ack, retry, dead) is the worker's job.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
@@ -12,6 +13,8 @@ export const MAX_RESPONSE_READ = 4096;
 export const SNIPPET_LENGTH = 1024;
 const MAX_ERROR_LENGTH = 500;
 const DEFAULT_CONNECTIONS_PER_ORIGIN = 128;
+/** A tenant's pool unused this long (and with nothing in flight) is closed: idle tenants keep no sockets or agent. */
+const POOL_IDLE_MS = 5 * 60_000;
 
 export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_target' | 'invalid_url';
 
@@ -27,6 +30,8 @@ export type AttemptFailure = Extract<AttemptOutcome, { ok: false }>;
 
 export interface SendRequest {
   url: string;
+  /** Whose pool the attempt uses (the tenant): pools never share sockets. */
+  pool?: string;
   headers: Record<string, string>;
   body: string | Buffer;
 }
@@ -40,7 +45,7 @@ export interface HttpSender {
 export interface HttpSenderOptions {
   attemptTimeoutMs: number;
   allowPrivateTargets: boolean;
-  /** Most sockets open to one origin; attempts beyond it queue (and that wait counts toward their deadline). */
+  /** Most sockets one pool (tenant) opens to one origin; attempts beyond it queue (and that wait counts toward their deadline). */
   connectionsPerOrigin?: number;
   /** DNS stand-in for tests of the resolved-address check; defaults to dns.lookup. */
   resolve?: Resolver;
@@ -55,7 +60,7 @@ class AttemptTimeoutError extends Error {
 
 export function createHttpSender(opts: HttpSenderOptions): HttpSender {
   const timeout = opts.attemptTimeoutMs;
-  const agent = new Agent({
+  const newAgent = () => new Agent({
     connections: opts.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN,
     pipelining: 1,
     // HTTP/1.1 only: undici 8 offers h2 by default, which would multiplex a whole origin onto one
@@ -67,6 +72,21 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
     // Resolved addresses are checked on every new connection, so DNS rebinding after validation fails.
     ...(opts.allowPrivateTargets ? {} : { connect: { lookup: createGuardedLookup(opts.resolve) } }),
   });
+  const pools = new Map<string, { agent: Agent; running: number; usedAt: number }>();
+  const idleSweep = setInterval(() => {
+    const before = performance.now() - POOL_IDLE_MS;
+    for (const [key, pool] of pools) {
+      if (pool.running > 0 || pool.usedAt > before) continue;
+      pools.delete(key);
+      void pool.agent.close();
+    }
+  }, POOL_IDLE_MS / 5);
+  idleSweep.unref();
+  const poolOf = (key: string) => {
+    let pool = pools.get(key);
+    if (!pool) pools.set(key, (pool = { agent: newAgent(), running: 0, usedAt: 0 }));
+    return pool;
+  };
 
   async function send(req: SendRequest): Promise<AttemptOutcome> {
     const started = performance.now();
@@ -91,8 +111,10 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
     }
 
     let answer: Answer;
+    const pool = poolOf(req.pool ?? '');
+    pool.running++;
     try {
-      answer = await exchange(agent, {
+      answer = await exchange(pool.agent, {
         origin: url.origin,
         path: url.pathname + url.search,
         method: 'POST',
@@ -101,6 +123,9 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
       }, timeout);
     } catch (err) {
       return fail(classify(err), describeError(err));
+    } finally {
+      pool.running--;
+      pool.usedAt = performance.now();
     }
     const { status, headers, head } = answer;
     if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed() };
@@ -119,7 +144,11 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
 
   return {
     send,
-    close: () => agent.close(),
+    async close() {
+      clearInterval(idleSweep);
+      await Promise.all([...pools.values()].map((p) => p.agent.close()));
+      pools.clear();
+    },
   };
 }
 
