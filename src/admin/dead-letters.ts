@@ -108,7 +108,7 @@ export function createDeadLetters(deps: {
     traced?.carry(h);
     const ack = await js.publish(subject, Buffer.from(original.body_base64, 'base64'), { msgID: msgId, headers: h })
       .finally(() => traced?.end());
-    const updated = await markReplayed(em, id, n);
+    const updated = await markReplayed(em, id, n, [ack.stream, ack.seq]);
     return {
       dead_letter: deadLetterOut(updated),
       replay: { stream: ack.stream, seq: ack.seq, subject, msg_id: msgId, duplicate: ack.duplicate },

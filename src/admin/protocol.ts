@@ -150,6 +150,8 @@ export interface SubjectErasureOut {
     /** Failed-attempt records of the erased deliveries. */
     attempts: { erased: number };
     dead_letters: { erased: number };
+    /** Replays of the erased dead letters still queued or waiting for a retry: erased ones are never delivered. */
+    replays: { erased: number };
     /** The tenant's rejected events (7 days), and with them their EVENTS copies (counted under events). */
     rejected: { scanned: number; erased: number };
     /**
@@ -170,7 +172,7 @@ export function erasureSummary(r: SubjectErasureOut): string {
   const s = r.stores;
   return [
     `events ${s.events.erased + s.unrouted_events.erased}`, `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
-    `attempts ${s.attempts.erased}`, `dead letters ${s.dead_letters.erased}`, `rejected ${s.rejected.erased}`, `index entries ${s.index.erased}`,
+    `attempts ${s.attempts.erased}`, `dead letters ${s.dead_letters.erased}`, `replays ${s.replays.erased}`, `rejected ${s.rejected.erased}`, `index entries ${s.index.erased}`,
     ...(r.routing_caught_up ? [] : ['routing had not caught up: run again']),
   ].join(', ');
 }

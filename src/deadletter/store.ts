@@ -92,14 +92,16 @@ type Sql = Pick<EntityManager, 'execute'>;
 /** A Postgres text[] literal of subject hashes (hex digits only: nothing to quote), passed as one parameter. */
 const hashArray = (hashes: readonly string[]): string => `{${hashes.filter((h) => /^[0-9a-f]+$/.test(h)).join(',')}}`;
 
+/** A dead letter erasure deleted, and where its replays were published (some may still be queued). */
+export interface ErasedDeadLetter { id: string; replayed_to: ReplayLocation[] }
+
 /**
- * Delete the tenant's dead letters whose message carries one of the subject hashes (erasure, issue 22);
- * the ids deleted.
+ * Delete the tenant's dead letters whose message carries one of the subject hashes (erasure, issue 22).
+ * A replay in progress holds the row's lock: the delete waits for it and returns the replay's location.
  */
-export async function deleteSubjectDeadLetters(sql: Sql, tenant: string, hashes: readonly string[]): Promise<string[]> {
-  const rows = await sql.execute<{ id: string }[]>(
-    'delete from dead_letters where tenant = ? and subject_hashes && ?::text[] returning id', [tenant, hashArray(hashes)]);
-  return rows.map((r) => r.id);
+export async function deleteSubjectDeadLetters(sql: Sql, tenant: string, hashes: readonly string[]): Promise<ErasedDeadLetter[]> {
+  return sql.execute<ErasedDeadLetter[]>(
+    'delete from dead_letters where tenant = ? and subject_hashes && ?::text[] returning id, replayed_to', [tenant, hashArray(hashes)]);
 }
 
 /** The tenant's dead letters stored before subject hashes (migration 0012), with their sealed messages. */
@@ -107,11 +109,10 @@ export async function unhashedDeadLetters(sql: Sql, tenant: string): Promise<Sea
   return sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag from dead_letters where tenant = ? and subject_hashes is null`, [tenant]);
 }
 
-/** Delete dead letters by id; how many went. */
-export async function deleteDeadLetters(sql: Sql, ids: readonly string[]): Promise<number> {
-  if (ids.length === 0) return 0;
-  const rows = await sql.execute<{ id: string }[]>(`delete from dead_letters where id in (${ids.map(() => '?').join(',')}) returning id`, [...ids]);
-  return rows.length;
+/** Delete dead letters by id. */
+export async function deleteDeadLetters(sql: Sql, ids: readonly string[]): Promise<ErasedDeadLetter[]> {
+  if (ids.length === 0) return [];
+  return sql.execute<ErasedDeadLetter[]>(`delete from dead_letters where id in (${ids.map(() => '?').join(',')}) returning id, replayed_to`, [...ids]);
 }
 
 const COLUMNS = `id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at, created_at,
@@ -203,10 +204,14 @@ export async function countDeadLetters(sql: Sql, filter: DeadLetterFilter = {}):
 }
 
 /** Record the n-th replay of a dead letter; returns the row after it. */
-export async function markReplayed(sql: Sql, id: DeadLetterId, replayCount: number): Promise<DeadLetterRow> {
+/** Where a replay was published: erasure deletes it there while it is still queued. */
+export type ReplayLocation = [stream: string, seq: number];
+
+export async function markReplayed(sql: Sql, id: DeadLetterId, replayCount: number, at: ReplayLocation): Promise<DeadLetterRow> {
   const [row] = await sql.execute<DeadLetterRow[]>(
-    `update dead_letters set status = '${DeadLetterStatus.Replayed}', replay_count = ?, last_replayed_at = now() where id = ? returning ${COLUMNS}`,
-    [replayCount, id],
+    `update dead_letters set status = '${DeadLetterStatus.Replayed}', replay_count = ?, last_replayed_at = now(),
+       replayed_to = replayed_to || ?::jsonb where id = ? returning ${COLUMNS}`,
+    [replayCount, JSON.stringify([at]), id],
   );
   return row!;
 }

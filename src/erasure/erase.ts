@@ -100,7 +100,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
         tenant, subject, events_up_to_seq: boundary, routing_caught_up: true,
         stores: {
           events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
-          attempts: { erased: 0 }, dead_letters: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0, unapplied_scanned: 0 },
+          attempts: { erased: 0 }, dead_letters: { erased: 0 }, replays: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0, unapplied_scanned: 0 },
         },
       };
       const s = out.stores;
@@ -161,7 +161,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
       s.index.erased += await deleteSubjectIndexRows(em, tenant, hashes, [...entries.keys()]);
 
       // 4. Dead letters: by hash; rows stored before hashes were kept are opened and read (the tenant's only).
-      s.dead_letters.erased += (await deleteSubjectDeadLetters(em, tenant, hashes)).length;
+      const deadLetters = await deleteSubjectDeadLetters(em, tenant, hashes);
       const legacy = (await unhashedDeadLetters(em, tenant)).filter((row) => {
         try {
           const { message } = deps.opener.open(row);
@@ -171,7 +171,13 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
           return false;
         }
       });
-      s.dead_letters.erased += await deleteDeadLetters(em, legacy.map((r) => r.id));
+      deadLetters.push(...await deleteDeadLetters(em, legacy.map((r) => r.id)));
+      s.dead_letters.erased += deadLetters.length;
+      //    Their replays still queued or waiting for a retry: never delivered. One that died meanwhile was
+      //    dead-lettered again from its queued copy: that new dead letter goes too.
+      const replays = deadLetters.flatMap((d) => d.replayed_to);
+      await each(replays, async ([stream, seq]) => { if (await erase(stream, seq)) s.replays.erased++; });
+      if (replays.length > 0) s.dead_letters.erased += (await deleteSubjectDeadLetters(em, tenant, hashes)).length;
 
       // 5. Rejected events of the tenant (bodies as published, maybe not JSON): those holding the id as a
       //    JSON string, and their copies in EVENTS.
@@ -187,7 +193,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
 
       log.info('subject erased', {
         tenant, kind: subject.kind, events: s.events.erased + s.unrouted_events.erased, deliveries: s.deliveries.erased,
-        dead_letters: s.dead_letters.erased, rejected: s.rejected.erased, index_entries: s.index.entries,
+        dead_letters: s.dead_letters.erased, replays: s.replays.erased, rejected: s.rejected.erased, index_entries: s.index.entries,
         routing_caught_up: out.routing_caught_up, ms: Math.round(performance.now() - started),
       });
       return out;

@@ -75,6 +75,7 @@ export const erase: Command = {
         ['deliveries queued', s.deliveries.erased, `never delivered; ${s.deliveries.already_gone} were delivered (or dead) before`],
         ['attempt records', s.attempts.erased, ''],
         ['dead letters', s.dead_letters.erased, ''],
+        ['replays queued', s.replays.erased, 'never delivered'],
         ['rejected events', s.rejected.erased, `${s.rejected.scanned} of the tenant scanned`],
         ['index entries', s.index.erased, ''],
       ]),
