@@ -35,9 +35,22 @@ import { deliverySubject, eventOrdering } from './ordering.ts';
 import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
 import { createKeyedQueueBound } from './keyed-bound.ts';
 import { createLateMarks } from './late-marks.ts';
+import { createFairPublishes } from './fair-publishes.ts';
 
-/** At most this many fan-out publishes awaiting their ack at once. */
-const MAX_PUBLISHES_IN_FLIGHT = 4096;
+/**
+ * Deliveries of events being routed at once, at most (a bound on memory: events stop being read past it).
+ * Far above one tenant's share below, so it is reached only when many tenants are busy at once.
+ */
+const MAX_ROUTING = 65_536;
+/** Fan-out publishes awaiting their ack at once, and one tenant's share of them (src/router/fair-publishes.ts). */
+const PUBLISH_WINDOW = 1024;
+const TENANT_PUBLISH_WINDOW = 256;
+/**
+ * A tenant whose fan-outs have this many publishes pending has its next events wait, unrouted and in order,
+ * until they drop below it: a fan-out far larger than its share costs memory for its deliveries only a
+ * share at a time, and never stops the router reading (and routing) other tenants' events.
+ */
+const TENANT_PENDING = 4096;
 /**
  * Covering syncs at most this often: an event's ack waits up to this long plus a round trip (the ack, not
  * its deliveries); at 1,000 events/s, 100 syncs/s instead of 1,000.
@@ -81,6 +94,8 @@ export async function startRouter(deps: {
   const messages = await consumer.consume({ max_messages: 512 });
   const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
   const { publisher } = deps;
+  const fair = createFairPublishes(publisher, { window: PUBLISH_WINDOW, perTenant: TENANT_PUBLISH_WINDOW });
+  let stopping = false;
 
   // Endpoint writes acked before an event was published must reach it: a sync that started after the
   // event was read has applied them, so each event's ack waits for one (shared, see cover.ts).
@@ -148,9 +163,35 @@ export async function startRouter(deps: {
 
   // Every event leaves with a verdict: acked (routed), rejected (stored in REJECTED, terminated), or
   // handed back with nak(delay) when the failure was not its fault.
-  const route = (m: JsMsg): Promise<void> | undefined => {
+  const route = (m: JsMsg): void => {
     metrics.eventsReceived.inc();
     verdicts.arrived(m.seq);
+    // The tenant as the subject names it (events.<tenant>.<event>); a malformed one is rejected when routed.
+    const tenant = m.subject.split('.', 3)[1] ?? '';
+    const queue = held.get(tenant);
+    if (queue) {
+      queue.push(m);
+      waiting.set(m, performance.now());
+    } else if (fair.pending(tenant) >= TENANT_PENDING) {
+      held.set(tenant, [m]);
+      waiting.set(m, performance.now());
+      fair.whenBelow(tenant, TENANT_PENDING, () => release(tenant));
+    } else routeNow(m);
+  };
+  // Events of a tenant over its pending bound, oldest first: routed as its fan-outs drain.
+  const held = new Map<string, JsMsg[]>();
+  const release = (tenant: string): void => {
+    const queue = held.get(tenant);
+    if (!queue || stopping) return;
+    while (queue.length > 0 && fair.pending(tenant) < TENANT_PENDING) {
+      const m = queue.shift()!;
+      waiting.delete(m);
+      routeNow(m);
+    }
+    if (queue.length === 0) held.delete(tenant);
+    else fair.whenBelow(tenant, TENANT_PENDING, () => release(tenant));
+  };
+  const routeNow = (m: JsMsg): Promise<void> | undefined => {
     // Traced: a span in the producer's trace (or a new one), carried on in every delivery message.
     if (tracing.on) return traceRouting(m, ROUTER_CONSUMER, () => routeOnce(m));
     return routeOnce(m);
@@ -214,7 +255,7 @@ export async function startRouter(deps: {
         return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound);
       });
       // Each store is told to the marks as it is answered, in the order JetStream stored them.
-      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : publisher.publish(subject, body!, h).then((at) => {
+      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, body!, h).then((at) => {
         const mark = marks.stored(at, m.seq, late);
         if (mark) marked.push(mark);
         return at;
@@ -289,7 +330,7 @@ export async function startRouter(deps: {
         // so it does not route from a view it knows is old; otherwise the covering sync follows routing.
         if (directory.behind()) await directory.sync();
         route(m);
-        while (inFlight >= MAX_PUBLISHES_IN_FLIGHT) await new Promise<void>((r) => (slotFreed = r));
+        while (inFlight >= MAX_ROUTING) await new Promise<void>((r) => (slotFreed = r));
       } catch (e) {
         // route() catches its own exceptions: this is the directory sync, NATS's trouble, not the event's.
         verdicts.retry(m, `routing failed: ${describe(e)}`);
@@ -303,6 +344,10 @@ export async function startRouter(deps: {
       untrackLeader?.();
       await messages.close();
       await loop;
+      // Events held unrouted are left unacked: NATS hands them out again after their ack wait.
+      stopping = true;
+      for (const queue of held.values()) for (const m of queue) waiting.delete(m);
+      held.clear();
       // A mark NATS keeps refusing gives up: its event comes back, and its retry marks again.
       marks.close();
       await Promise.allSettled([...publishesDone]);
