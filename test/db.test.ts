@@ -43,6 +43,8 @@ const MIGRATIONS = [
   '0012-dead-letter-subjects',
   '0013-dead-letter-trace',
   '0014-erasure-index',
+  '0015-dead-letter-replays',
+  '0016-tenant-limits',
 ];
 
 const newId = () => `webhook_${newIdBody()}`;

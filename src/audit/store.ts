@@ -17,6 +17,7 @@ export const AuditAction = {
   ConsoleSignIn: 'console.sign_in',
   EraseSubject: 'erasure.subject',
   EraseTenant: 'erasure.tenant',
+  TenantLimitsSet: 'tenant.limits_set',
 } as const;
 export type AuditAction = (typeof AuditAction)[keyof typeof AuditAction];
 export const AUDIT_ACTIONS: readonly AuditAction[] = Object.values(AuditAction);

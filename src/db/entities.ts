@@ -227,4 +227,20 @@ export const PortalSession = defineEntity({
 });
 export type PortalSession = InferEntity<typeof PortalSession>;
 
-export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, ErasureIndexRow, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry, PortalSession];
+/** A tenant's quota overrides (src/tenants/limits.ts); `*` overrides the defaults; null: the default. */
+export const TenantLimitsRecord = defineEntity({
+  name: 'TenantLimitsRecord',
+  tableName: 'tenant_limits',
+  properties: {
+    tenant: p.text().primary(),
+    endpoints: p.integer().nullable(),
+    writesPerSecond: p.integer().nullable(),
+    queuedDeliveries: p.integer().nullable(),
+    eventsPerSecond: p.integer().nullable(),
+    updatedAt: p.datetime(),
+    updatedBy: p.text(),
+  },
+});
+export type TenantLimitsRecord = InferEntity<typeof TenantLimitsRecord>;
+
+export const ENTITIES = [EndpointRecord, ProjectionCheckpoint, ProjectionSkip, ErasureIndexRow, IdempotencyKey, DeadLetter, ApiKey, Operator, ConsoleSession, AuditEntry, PortalSession, TenantLimitsRecord];

@@ -17,6 +17,7 @@ import { Migration0012DeadLetterSubjects } from './0012-dead-letter-subjects.ts'
 import { Migration0013DeadLetterTrace } from './0013-dead-letter-trace.ts';
 import { Migration0014ErasureIndex } from './0014-erasure-index.ts';
 import { Migration0015DeadLetterReplays } from './0015-dead-letter-replays.ts';
+import { Migration0016TenantLimits } from './0016-tenant-limits.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -34,4 +35,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0013-dead-letter-trace', class: Migration0013DeadLetterTrace },
   { name: '0014-erasure-index', class: Migration0014ErasureIndex },
   { name: '0015-dead-letter-replays', class: Migration0015DeadLetterReplays },
+  { name: '0016-tenant-limits', class: Migration0016TenantLimits },
 ];

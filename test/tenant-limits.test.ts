@@ -1,0 +1,75 @@
+// Per-tenant quotas (src/tenants/limits.ts) against a real Postgres: defaults, overrides per tenant and
+// of the defaults, back to the default with null, the audit row, and the copy in memory following a set
+// made elsewhere (another process) once it is reloaded.
+import test from 'ava';
+import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
+import { openDatabase, closeDatabase, type Database } from '../src/db/orm.ts';
+import { createTenantLimitsStore, DEFAULT_TENANT_LIMITS, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+import { silentLogger } from '../src/log.ts';
+
+let db: TestDatabase;
+let orm: Database;
+
+test.before(async () => {
+  db = await createTestDatabase('tenant_limits');
+  orm = await openDatabase(db.url, silentLogger);
+});
+
+test.after.always(async () => {
+  if (orm) await closeDatabase(orm).catch(() => {});
+  await db?.drop().catch(() => {});
+});
+
+const A = 'acme' as TenantId;
+const B = 'globex' as TenantId;
+
+test('defaults, a tenant override, a defaults override, and back to the default', async (t) => {
+  const store = createTenantLimitsStore(orm);
+  t.deepEqual(await store.get(A), DEFAULT_TENANT_LIMITS);
+
+  t.deepEqual(await store.set(A, { endpoints: 3 }, 'ops-alice'), { ...DEFAULT_TENANT_LIMITS, endpoints: 3 });
+  t.is((await store.get(B)).endpoints, DEFAULT_TENANT_LIMITS.endpoints, 'another tenant keeps the default');
+
+  await store.set(DEFAULTS_TENANT, { writesPerSecond: 7, endpoints: 50 }, 'ops-alice');
+  t.deepEqual(await store.get(B), { ...DEFAULT_TENANT_LIMITS, writesPerSecond: 7, endpoints: 50 });
+  t.deepEqual(await store.get(A), { ...DEFAULT_TENANT_LIMITS, writesPerSecond: 7, endpoints: 3 }, "a tenant's own override beats the defaults row");
+
+  await store.set(A, { endpoints: null }, 'ops-bob');
+  t.is((await store.get(A)).endpoints, 50);
+
+  const list = await store.list();
+  t.is(list[0]!.tenant, DEFAULTS_TENANT, 'the defaults row first');
+  const a = list.find((o) => o.tenant === A);
+  t.deepEqual(a?.limits, {});
+  t.is(a?.updatedBy, 'ops-bob');
+
+  const audit = await orm.em.fork().execute<{ operator: string; target: string; detail: string }[]>(
+    "select operator, target, detail from audit_log where action = 'tenant.limits_set' and target in ('acme', '*') order by id");
+  t.deepEqual(audit.map((a) => [a.operator, a.target, a.detail]), [
+    ['ops-alice', A, 'endpoints=3'],
+    ['ops-alice', DEFAULTS_TENANT, 'endpoints=50 writes_per_second=7'],
+    ['ops-bob', A, 'endpoints=default'],
+  ]);
+});
+
+test('bad values are refused and change nothing', async (t) => {
+  const D = 'umbrella' as TenantId;
+  const store = createTenantLimitsStore(orm);
+  await t.throwsAsync(store.set(D, { queuedDeliveries: -1 }, 'ops'), { message: /queued_deliveries must be an integer/ });
+  await t.throwsAsync(store.set(D, { eventsPerSecond: 1.5 }, 'ops'), { message: /events_per_second/ });
+  await t.throwsAsync(store.set(D, {}, 'ops'), { message: /no limit/ });
+  t.false((await store.list()).some((o) => o.tenant === D));
+});
+
+test('the copy in memory follows a change made by another process once reloaded', async (t) => {
+  const C = 'initech' as TenantId;
+  let clock = 0;
+  const reader = createTenantLimitsStore(orm, { refreshMs: 1000, now: () => clock });
+  const writer = createTenantLimitsStore(orm);
+  const before = (await reader.get(C)).eventsPerSecond;
+  await writer.set(C, { eventsPerSecond: before + 1 }, 'ops');
+  t.is(reader.current(C).eventsPerSecond, before, 'not reloaded yet: the copy answers, without a query');
+  clock += 1000;
+  t.is((await reader.get(C)).eventsPerSecond, before + 1);
+});
