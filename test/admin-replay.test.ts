@@ -15,6 +15,7 @@ import { createDeadLetterKeyring, openDeadLetter, sealForDeadLetters } from '../
 import type { OriginalMessage } from '../src/deadletter/sealed-message.ts';
 import { resealDeadLetters } from '../src/deadletter/reseal.ts';
 import { deadLetterTaggerOf } from '../src/deadletter/tag.ts';
+import { subjectHasherOf } from '../src/erasure/subject-hash.ts';
 import { createLogger } from '../src/log.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 
@@ -193,7 +194,7 @@ test.serial('a dead letter stored before tags is refused until keys reseal-dead-
   const result = await resealDeadLetters({
     orm: h.service.orm!, keyring: createDeadLetterKeyring(h.keys.deadLetterSecretKey),
     seal: (bytes) => sealForDeadLetters(h.keys.deadLetterPublicKey, bytes), tagger: deadLetterTaggerOf(h.keys.masterKey),
-    shards: h.config.deliveryShards, log,
+    hasher: subjectHasherOf(h.keys.masterKey), shards: h.config.deliveryShards, log,
   });
   t.true(result.resealed >= 1);
   t.deepEqual(result.failed.map((f) => f.id), [mismatched]);
@@ -203,7 +204,7 @@ test.serial('a dead letter stored before tags is refused until keys reseal-dead-
   const again = await resealDeadLetters({
     orm: h.service.orm!, keyring: createDeadLetterKeyring(h.keys.deadLetterSecretKey),
     seal: (bytes) => sealForDeadLetters(h.keys.deadLetterPublicKey, bytes), tagger: deadLetterTaggerOf(h.keys.masterKey),
-    shards: h.config.deliveryShards, log,
+    hasher: subjectHasherOf(h.keys.masterKey), shards: h.config.deliveryShards, log,
   });
   t.is(again.resealed, 0, 'a second run changes nothing');
   t.like(await admin.replayDeadLetter({ id: legacy!.id }), { dead_letter: { status: 'replayed', replay_count: 1 } });

@@ -241,7 +241,7 @@ test.serial('dead-letter key pair: P1 dead letters open under P2 + previous P1, 
   t.throws(() => openDeadLetter(k1.deadLetterPublicKey, k1.deadLetterSecretKey, rowP1));
   const second = await cli(['keys', 'reseal-dead-letters'], { ...env, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: k2.deadLetter.publicKey });
   t.is(second.code, 0, second.stderr);
-  t.is(second.stdout.trim(), 'dead letters: 0 resealed, 2 already current, 0 failed');
+  t.regex(second.stdout.trim(), /^dead letters: 0 resealed, 2 already current, 0 failed\nerasure index: 0 rehashed, \d+ already current, 0 pointing at nothing left$/);
 
   // P1 gone: both still open, and the first one replays with its original webhook-id.
   await h.restart({ ...master, ...p2 });
@@ -267,6 +267,55 @@ test.serial('reseal-dead-letters refuses to run without the master key, and with
   t.is(mismatch.code, 1);
   t.regex(mismatch.stderr, /HOOKSTREAM_DEAD_LETTER_SECRET_KEY.*does not belong to HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY/);
   for (const run of [missing, mismatch]) assertNoSecrets(t, run.stdout + run.stderr, 'reseal-dead-letters');
+});
+
+test.serial('master key: after a rotation and reseal-dead-letters, erasure finds what was hashed under the retired key', async (t) => {
+  const tenant = 'tenant_rot_erase' as TenantId;
+  const p2 = { HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: k2.deadLetter.publicKey, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey };
+  const { store } = createEndpoints({ js: h.service.js, jsm: h.service.jsm, masterKey: k2.master, allowPrivateTargets: true });
+  const ok = await receiver();
+  const failing = await receiver(() => 500);
+  await store.create(tenant, { url: ok.url, events: ['user.*'] });
+  const dying = await store.create(tenant, { url: failing.url, events: ['user.*'] });
+  for (const c of [ok, failing]) secrets.push(c.url);
+  // Hashed under K2: the event's index rows and its dead letter.
+  await h.publish(tenant, 'user.updated', { userId: 'user_rot', email: 'rot@example.com' });
+  await h.publish(tenant, 'user.updated', { userId: 'user_kept' });
+  await ok.waitFor(2, 20_000);
+  await eventually(async () => ((await admin.listDeadLetters({ endpoint: dying.endpoint.id })).data.length === 2 ? true : undefined), 30_000, 'two dead letters');
+  const indexed = () => h.service.orm!.em.fork().execute<{ subject_hash: string }[]>('select subject_hash from erasure_index where tenant = ? order by 1', [tenant]);
+  await eventually(async () => ((await indexed()).length === 2 ? true : undefined), 20_000, 'the index rows');
+  const underK2 = await indexed();
+
+  // K3 with K2 as the previous key, the reseal, then K2 retired.
+  const k3 = generateKeys().masterKey;
+  secrets.push(k3);
+  await h.restart({ HOOKSTREAM_MASTER_KEY: k3, HOOKSTREAM_PREVIOUS_MASTER_KEY: k2.master, ...p2 });
+  const run = await cli(['keys', 'reseal-dead-letters', '--json'], {
+    DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: k3, HOOKSTREAM_PREVIOUS_MASTER_KEY: k2.master, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey,
+  });
+  t.is(run.code, 0, run.stderr);
+  const out = JSON.parse(run.stdout) as { resealed: number; failed: number; erasure_index: { rehashed: number; unresolved: number } };
+  t.true(out.resealed >= 2, 'both dead letters tagged and hashed under K3');
+  t.is(out.failed, 0);
+  t.true(out.erasure_index.rehashed >= 2, 'the two rows of the tenant, and those of the events before');
+  t.is(out.erasure_index.unresolved, 0);
+  assertNoSecrets(t, run.stdout + run.stderr, 'reseal-dead-letters');
+  t.false(run.stdout.includes('user_rot'));
+  const underK3 = await indexed();
+  t.is(underK3.length, 2);
+  t.false(underK3.some((r) => underK2.some((o) => o.subject_hash === r.subject_hash)), 'no row is left under K2');
+  const second = await cli(['keys', 'reseal-dead-letters', '--json'], {
+    DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: k3, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: k2.deadLetter.secretKey,
+  });
+  t.like(JSON.parse(second.stdout), { resealed: 0, failed: 0, erasure_index: { rehashed: 0, unresolved: 0 } });
+
+  await h.restart({ HOOKSTREAM_MASTER_KEY: k3, ...p2 });
+  const erased = await admin.eraseSubject({ tenant, user: 'user_rot' });
+  t.like(erased.stores, { events: { erased: 1 }, dead_letters: { erased: 1 }, index: { entries: 1, erased: 1 } });
+  const left = await admin.listDeadLetters({ endpoint: dying.endpoint.id });
+  t.is(left.data.length, 1);
+  t.like((await admin.showDeadLetter({ id: left.data[0]!.id })).message.body, { data: { userId: 'user_kept' } });
 });
 
 test.serial('no log line of the service shows a key or a secret', (t) => {

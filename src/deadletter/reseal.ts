@@ -7,22 +7,30 @@
 // A row without a tag is tagged only when its sealed message is the delivery its row names (the check a
 // replay makes): the tag then vouches for what the table held when the operator ran the command. A row
 // whose tag does not match is never tagged again: it is reported, and stays unreplayable.
+//
+// The keyed hashes of a row's subject ids (erasure) are computed again under the current master key from
+// its message: once the previous key is retired, erasure still finds the row.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { OpenedDeadLetter } from '../crypto/sodium.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { parseOriginalMessage, recordMismatch } from './sealed-message.ts';
+import { originalHeader, parseOriginalMessage, recordMismatch } from './sealed-message.ts';
+import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { deliveryData, subjectsOf, type SubjectHasher } from '../erasure/subject-hash.ts';
 import { countDeadLetters, replaceSealed, rowIdentity, sealedPage, type DeadLetterId, type SealedDeadLetterRow } from './store.ts';
 import type { DeadLetterTagger } from './tag.ts';
 
 export interface DeadLetterResealResult {
-  /** Rows sealed again to the current public key, or tagged again under the current master key. */
+  /** Rows sealed again to the current public key, or tagged or their subjects hashed again under the current master key. */
   resealed: number;
-  /** Rows that already opened under the current secret key with a tag under the current master key. */
+  /** Rows that already opened under the current secret key with a tag and hashes under the current master key. */
   current: number;
   /** Rows that open under neither key, or whose tag does not match (left as they are). */
   failed: { id: DeadLetterId; reason: string }[];
 }
+
+const sameSet = (a: readonly string[], b: readonly string[] | undefined): boolean =>
+  b !== undefined && a.length === new Set(b).size && a.every((h) => b.includes(h));
 
 export async function resealDeadLetters(deps: {
   orm: MikroORM;
@@ -32,6 +40,8 @@ export async function resealDeadLetters(deps: {
   seal: (bytes: Uint8Array) => Uint8Array;
   /** Tags under the current master key; checks under it and the previous one. */
   tagger: DeadLetterTagger;
+  /** Hashes subject ids under the current master key. */
+  hasher: Pick<SubjectHasher, 'hash'>;
   /** Delivery shards: where a row's endpoint's delivery subject is (the check of an untagged row). */
   shards: number;
   log: Logger;
@@ -80,12 +90,23 @@ export async function resealDeadLetters(deps: {
         const seen = inspect(row);
         if ('problem' in seen) { fail(row.id, seen.problem); continue; }
         const { opened, retag } = seen;
-        if (!opened.previous && !retag) { result.current++; continue; }
+        let hashes: string[];
+        try {
+          const message = parseOriginalMessage(opened.bytes);
+          hashes = subjectsOf(deliveryData(Buffer.from(message.body_base64, 'base64')), originalHeader(message, DeliveryHeader.OrderingKey))
+            .map(deps.hasher.hash);
+        } catch (e) {
+          fail(row.id, describe(e));
+          continue;
+        }
+        const rehash = !sameSet(hashes, row.subject_hashes ?? undefined);
+        if (!opened.previous && !retag && !rehash) { result.current++; continue; }
         // Only if the row still holds what was opened: the dead-letter role may have replaced it meanwhile
         // (a replay that died again), and then it is sealed to whichever key that role has, checked next run.
         const next = {
           sealed: opened.previous ? deps.seal(opened.bytes) : row.sealed,
-          tag: deps.tagger.tag(rowIdentity(row), opened.bytes),
+          tag: retag || opened.previous ? deps.tagger.tag(rowIdentity(row), opened.bytes) : row.tag!,
+          subjectHashes: hashes,
         };
         if (await replaceSealed(tx, row.id, row.sealed, next)) result.resealed++;
         else fail(row.id, 'changed while being resealed; run the command again');

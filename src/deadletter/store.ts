@@ -49,6 +49,8 @@ export interface SealedDeadLetterRow extends DeadLetterRow {
   sealed: Buffer;
   /** Its authentication tag (tag.ts); null on a row stored before tags. */
   tag: Buffer | null;
+  /** Keyed hashes of its subject ids (null before they were kept); read by the key rotation only. */
+  subject_hashes?: string[] | null;
 }
 
 /** Which dead letters a list or a bulk replay covers; every criterion given must hold. */
@@ -218,13 +220,14 @@ export async function markReplayed(sql: Sql, id: DeadLetterId, replayCount: numb
 
 /** Rows with their sealed messages and tags in primary-key order after `after`: keyset pages that skip or repeat no row. */
 export async function sealedPage(sql: Sql, after: string, limit: number): Promise<SealedDeadLetterRow[]> {
-  return sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag from dead_letters where id > ? order by id limit ?`, [after, limit]);
+  return sql.execute<SealedDeadLetterRow[]>(`select ${COLUMNS}, sealed, tag, subject_hashes from dead_letters where id > ? order by id limit ?`, [after, limit]);
 }
 
 /** Replace the sealed message and its tag only if the row still holds `from`; false when it changed meanwhile. */
-export async function replaceSealed(sql: Sql, id: DeadLetterId, from: Buffer, to: { sealed: Uint8Array; tag: Uint8Array }): Promise<boolean> {
+export async function replaceSealed(sql: Sql, id: DeadLetterId, from: Buffer, to: { sealed: Uint8Array; tag: Uint8Array; subjectHashes: readonly string[] }): Promise<boolean> {
   const updated = await sql.execute<{ id: string }[]>(
-    'update dead_letters set sealed = ?, tag = ? where id = ? and sealed = ? returning id', [Buffer.from(to.sealed), Buffer.from(to.tag), id, from],
+    'update dead_letters set sealed = ?, tag = ?, subject_hashes = ?::text[] where id = ? and sealed = ? returning id',
+    [Buffer.from(to.sealed), Buffer.from(to.tag), hashArray(to.subjectHashes), id, from],
   );
   return updated.length > 0;
 }

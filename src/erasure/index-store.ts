@@ -56,3 +56,27 @@ export async function deleteExpiredIndexRows(sql: Sql, before: Date, limit: numb
 export async function deleteAllIndexRows(sql: Sql): Promise<void> {
   await sql.execute('delete from erasure_index');
 }
+
+/** A row as the key rotation walks them: in primary-key order. */
+export type KeyedIndexRow = IndexRow & { tenant: string; subject_hash: string };
+
+/** Up to `limit` rows after `after` in primary-key order (a keyset page: none skipped or seen twice). */
+export async function indexPage(sql: Sql, after: KeyedIndexRow | undefined, limit: number): Promise<KeyedIndexRow[]> {
+  const rows = await sql.execute<(Omit<KeyedIndexRow, 'events_seq'> & { events_seq: string })[]>(
+    `select tenant, subject_hash, events_seq, webhook_id, deliveries from erasure_index
+     ${after ? 'where (tenant, subject_hash, events_seq) > (?, ?, ?)' : ''} order by tenant, subject_hash, events_seq limit ?`,
+    [...(after ? [after.tenant, after.subject_hash, after.events_seq] : []), limit]);
+  return rows.map((r) => ({ ...r, events_seq: Number(r.events_seq) }));
+}
+
+/** Replace one row by rows of `hashes` (same event, same age), in one statement; false when it was gone. */
+export async function replaceIndexRow(sql: Sql, row: KeyedIndexRow, hashes: readonly string[]): Promise<boolean> {
+  const done = await sql.execute<{ n: string }[]>(`
+    with old as (delete from erasure_index where tenant = ? and subject_hash = ? and events_seq = ?
+                 returning tenant, events_seq, webhook_id, deliveries, indexed_at),
+    added as (insert into erasure_index (tenant, subject_hash, events_seq, webhook_id, deliveries, indexed_at)
+              select old.tenant, h, old.events_seq, old.webhook_id, old.deliveries, old.indexed_at from old, unnest(?::text[]) h
+              on conflict do nothing returning 1)
+    select count(*) as n from old`, [row.tenant, row.subject_hash, row.events_seq, `{${hashes.join(',')}}`]);
+  return Number(done[0]?.n ?? 0) > 0;
+}

@@ -4,7 +4,6 @@
 import { access } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../../config.ts';
-import { useLocalServers } from '../../local/index.ts';
 import { generateKeyEnvLines, KEYS_FILE, loadKeys, type KeyNeeds, type Keys } from '../../crypto/keys.ts';
 import { createDeadLetterKeyring, deadLetterPublicKeyOf, KeyVariable, PreviousKeyVariable, sealForDeadLetters, SecretSealer } from '../../crypto/sodium.ts';
 import { resealDeadLetters } from '../../deadletter/reseal.ts';
@@ -15,6 +14,8 @@ import { ConfigError, ErrorCode, HookstreamError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { table, UsageError, type Command, type Output } from '../command.ts';
 import { cliLogger, withNats } from '../context.ts';
+import { rehashErasureIndex, type IndexRehashResult } from '../../erasure/rehash.ts';
+import { subjectHasherOf } from '../../erasure/subject-hash.ts';
 
 export const keysGenerate: Command = {
   name: 'keys generate',
@@ -46,10 +47,14 @@ async function rotationKeys(config: Config, log: Logger, need: KeyNeeds, current
 
 interface Counts { resealed: number; current: number; failed: { id: string; reason: string }[] }
 
-function report(out: Output, what: string, counts: Counts): void {
-  const summary = { resealed: counts.resealed, already_current: counts.current, failed: counts.failed.length, failures: counts.failed };
+function report(out: Output, what: string, counts: Counts, index?: IndexRehashResult): void {
+  const summary = {
+    resealed: counts.resealed, already_current: counts.current, failed: counts.failed.length, failures: counts.failed,
+    ...(index ? { erasure_index: index } : {}),
+  };
   out.data(summary, () => [
     `${what}: ${counts.resealed} resealed, ${counts.current} already current, ${counts.failed.length} failed`,
+    ...(index ? [`erasure index: ${index.rehashed} rehashed, ${index.current} already current, ${index.unresolved} pointing at nothing left`] : []),
     ...(counts.failed.length > 0 ? ['', table(['ID', 'REASON'], counts.failed.map((f) => [f.id, f.reason]))] : []),
   ].join('\n'));
   // Exit 1 so a script notices; the counts above say what is left, and a second run retries it.
@@ -89,7 +94,7 @@ export const keysResealSecrets: Command = {
 
 export const keysResealDeadLetters: Command = {
   name: 'keys reseal-dead-letters',
-  summary: 'Seal and tag every dead letter under the current dead-letter key pair and master key',
+  summary: 'Seal, tag and hash every dead letter and erasure index row under the current dead-letter key pair and master key',
   help: [
     `Every dead letter that opens only under ${PreviousKeyVariable.DeadLetterSecret} is sealed again to the`,
     `current public key (derived from ${KeyVariable.DeadLetterSecret}; ${KeyVariable.DeadLetterPublic}, when`,
@@ -99,14 +104,20 @@ export const keysResealDeadLetters: Command = {
     'HOOKSTREAM_DELIVERY_SHARDS: the delivery subject depends on it); one that is not, or whose tag does not',
     'match, is listed and left as it is (a replay refuses it).',
     '',
+    `The keyed hashes of the user, organization and ordering-key ids that erasure looks up are computed`,
+    `again under ${KeyVariable.Master}: for each dead letter from its message, for each erasure index row`,
+    'from the event or delivery it points to (a row whose event and deliveries are all gone is counted and',
+    'left to expire). Run it once every instance runs on the new master key, before the old one is retired.',
+    '',
     'Safe while the service runs and safe to repeat: a second run reports 0 resealed. Prints counts and',
     'dead-letter ids, never their contents; exits 1 when a dead letter was left as it is.',
     '',
     'Options:',
     '  --batch N          rows per transaction, 1-1000 (default 100)',
     '',
-    `Needs DATABASE_URL, ${KeyVariable.DeadLetterSecret} and ${KeyVariable.Master} (the current keys), and`,
-    `during a rotation ${PreviousKeyVariable.DeadLetterSecret} or ${PreviousKeyVariable.Master} (the old ones).`,
+    `Needs DATABASE_URL, ${KeyVariable.DeadLetterSecret} and ${KeyVariable.Master} (the current keys),`,
+    `during a rotation ${PreviousKeyVariable.DeadLetterSecret} or ${PreviousKeyVariable.Master} (the old ones), and a`,
+    'NATS user allowed to read the streams (the service user): NATS_URL, NATS_USER, NATS_PASSWORD.',
   ].join('\n'),
   options: { batch: { type: 'string' } },
   async run({ values, out }) {
@@ -114,28 +125,31 @@ export const keysResealDeadLetters: Command = {
     if (batchRaw !== undefined && (typeof batchRaw !== 'string' || !/^\d+$/.test(batchRaw) || Number(batchRaw) < 1 || Number(batchRaw) > 1000)) {
       throw new UsageError('--batch must be a whole number from 1 to 1000');
     }
-    const config = await useLocalServers(loadConfig(), 'service');
-    const log = cliLogger(config);
-    // The public key is checked against the secret key only when it is given; otherwise it is derived.
-    const keys = await rotationKeys(config, log, {
-      master: true, deadLetterPublic: config.deadLetterPublicKey !== undefined, deadLetterSecret: true,
-    }, [KeyVariable.DeadLetterSecret, KeyVariable.Master]);
-    if (keys.previousDeadLetterSecretKey === undefined && keys.previousMasterKey === undefined) {
-      out.info(`neither ${PreviousKeyVariable.DeadLetterSecret} nor ${PreviousKeyVariable.Master} is set: only dead letters without a tag are tagged`);
-    }
-    const publicKey = keys.deadLetterPublicKey ?? deadLetterPublicKeyOf(keys.deadLetterSecretKey!);
-    const keyring = createDeadLetterKeyring(keys.deadLetterSecretKey!, keys.previousDeadLetterSecretKey);
-    const orm = await openDatabase(config.databaseUrl, log, { poolSize: 2 });
-    try {
-      const result = await resealDeadLetters({
-        orm, keyring, seal: (bytes) => sealForDeadLetters(publicKey, bytes), log,
-        tagger: deadLetterTaggerOf(keys.masterKey!, keys.previousMasterKey), shards: config.deliveryShards,
-        batchSize: batchRaw === undefined ? undefined : Number(batchRaw),
-        onProgress: (done, total) => out.progress(done, total, 'dead letters'),
-      });
-      report(out, 'dead letters', result);
-    } finally {
-      await closeDatabase(orm);
-    }
+    await withNats(async ({ config, jsm }) => {
+      const log = cliLogger(config);
+      // The public key is checked against the secret key only when it is given; otherwise it is derived.
+      const keys = await rotationKeys(config, log, {
+        master: true, deadLetterPublic: config.deadLetterPublicKey !== undefined, deadLetterSecret: true,
+      }, [KeyVariable.DeadLetterSecret, KeyVariable.Master]);
+      if (keys.previousDeadLetterSecretKey === undefined && keys.previousMasterKey === undefined) {
+        out.info(`neither ${PreviousKeyVariable.DeadLetterSecret} nor ${PreviousKeyVariable.Master} is set: only dead letters without a tag are tagged`);
+      }
+      const publicKey = keys.deadLetterPublicKey ?? deadLetterPublicKeyOf(keys.deadLetterSecretKey!);
+      const keyring = createDeadLetterKeyring(keys.deadLetterSecretKey!, keys.previousDeadLetterSecretKey);
+      const hasher = subjectHasherOf(keys.masterKey!);
+      const orm = await openDatabase(config.databaseUrl, log, { poolSize: 2 });
+      try {
+        const result = await resealDeadLetters({
+          orm, keyring, seal: (bytes) => sealForDeadLetters(publicKey, bytes), log, hasher,
+          tagger: deadLetterTaggerOf(keys.masterKey!, keys.previousMasterKey), shards: config.deliveryShards,
+          batchSize: batchRaw === undefined ? undefined : Number(batchRaw),
+          onProgress: (done, total) => out.progress(done, total, 'dead letters'),
+        });
+        const index = await rehashErasureIndex({ orm, jsm, hasher });
+        report(out, 'dead letters', result, index);
+      } finally {
+        await closeDatabase(orm);
+      }
+    });
   },
 };
