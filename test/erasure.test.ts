@@ -12,6 +12,8 @@ import type { Receiver } from './helpers/receiver.ts';
 import { runCli } from './helpers/cli.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { headers as natsHeaders } from '@nats-io/nats-core';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 
 let h: TestService;
 let admin: AdminClient;
@@ -45,6 +47,13 @@ async function everyPayload(): Promise<Stored[]> {
     }
   }
   return out;
+}
+
+/** The nats-server store files whose bytes hold `text`. */
+function storeFilesHolding(text: string): string[] {
+  const needle = Buffer.from(text);
+  return readdirSync(h.nats.storeDir, { recursive: true, encoding: 'utf8' }).map((f) => join(h.nats.storeDir, f))
+    .filter((f) => statSync(f, { throwIfNoEntry: false })?.isFile() && readFileSync(f).includes(needle));
 }
 
 const carrying = (all: Stored[], tenant: string, id: string) =>
@@ -258,6 +267,18 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
   await eventually(async () => ((await admin.listDeadLetters({ endpoint: failingId })).data.length === 1 ? true : undefined), 30_000, 'a dead letter');
   await eventually(async () => ((await admin.listRejectedEvents({ tenant })).data.length === 1 ? true : undefined), 10_000, 'a rejected event');
   t.true((await h.service.orm!.em.fork().execute('select 1 from erasure_index where tenant = ?', [tenant])).length >= 1, 'indexed before');
+  // The sealed signing secrets in the endpoints' history, and the store files that hold them.
+  const sealed: string[] = [];
+  for (const id of [failingId, heldId]) {
+    for (let seq = 1; ; seq++) {
+      const m = await h.service.jsm.streams.getMessage('ENDPOINTS', { next_by_subj: `endpoints.${id}`, seq } as never).catch(() => null);
+      if (!m) break;
+      sealed.push(...[...Buffer.from(m.data).toString('utf8').matchAll(/"(?:secret|sealed)":"([^"]+)"/g)].map((x) => x[1]!));
+      seq = m.seq;
+    }
+  }
+  t.true(sealed.length >= 2, 'a sealed secret of each endpoint');
+  t.true(sealed.every((v) => storeFilesHolding(v).length > 0), 'on disk before');
 
   const run = await runCli(['erase', '--tenant', tenant, '--everything', '--json', '--operator', 'dpo@example.com'], {
     ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
@@ -277,6 +298,7 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
     const left = await h.service.jsm.streams.info('ENDPOINTS', { subjects_filter: `endpoints.${id}` });
     t.is(left.state.subjects?.[`endpoints.${id}`] ?? 0, 0, `no event of ${id} in ENDPOINTS`);
   }
+  t.deepEqual(sealed.flatMap(storeFilesHolding), [], 'no sealed secret is left in any store file (secure erase)');
   const em = h.service.orm!.em.fork();
   for (const table of ['endpoints', 'api_keys', 'dead_letters', 'idempotency_keys', 'portal_sessions', 'erasure_index']) {
     t.deepEqual(await em.execute(`select 1 from ${table} where tenant = ?`, [tenant]), [], table);

@@ -10,7 +10,8 @@
 // Events published after erasure started are left alone. Every step deletes what is still there and
 // counts it, so a second run finds nothing and a run cut short is finished by the next one.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
+import { messagesOf } from './by-subject.ts';
 import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
@@ -70,18 +71,7 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
     }
   }
 
-  /** The messages of one subject (or wildcard), oldest first, from `from` up to `upTo`: one direct get each. */
-  async function* bySubject(stream: string, subject: string, from: number, upTo: number): AsyncGenerator<StoredMsg> {
-    for (let seq = from; seq <= upTo;) {
-      const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq } as never).catch((e: unknown) => {
-        if (isApiError(e, JetStreamApiCodes.NoMessageFound)) return null;
-        throw e;
-      });
-      if (!m || m.seq > upTo) return;
-      yield m;
-      seq = m.seq + 1;
-    }
-  }
+  const bySubject = (stream: string, subject: string, from: number, upTo: number) => messagesOf(jsm, stream, subject, from, upTo);
 
   const lastSeq = async (stream: string): Promise<number> => (await jsm.streams.info(stream)).state.last_seq;
   /** `holding`: events handed to a router and not yet acked by it. */

@@ -2,8 +2,10 @@
 // the CLI as the service user with Postgres (it removes endpoint history from ENDPOINTS, which the admin
 // NATS user may not touch). Endpoints still active are first deleted through the store (so every running
 // directory drops them and the delivery role removes their consumers and queues); then their history
-// (sealed secrets included) is purged from ENDPOINTS, and the snapshots that hold their state are purged
-// (the directory folds from the stream until the next snapshot is written).
+// (sealed secrets included) is deleted from ENDPOINTS message by message with secure erase (a purge by
+// subject leaves the bytes in the store's blocks: measured on nats-server 2.9.10 and 2.15.1), and the
+// snapshots that hold their state are purged whole (their block files go; the directory folds from the
+// stream until the next snapshot is written).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
 import { ENDPOINT_SNAPSHOTS_STREAM } from '../../streams/endpoint-snapshots.ts';
@@ -17,6 +19,7 @@ import { OPS_STREAM } from '../../streams/ops.ts';
 import { Projection } from '../../projections/checkpoint.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
+import { messagesOf } from './by-subject.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 
@@ -56,6 +59,14 @@ export async function eraseTenant(deps: {
       throw e;
     }
   };
+  /** Delete every message of `subject` with its bytes overwritten; then purge what came meanwhile. */
+  const secureErase = async (stream: string, subject: string): Promise<number> => {
+    let n = 0;
+    for await (const m of messagesOf(jsm, stream, subject)) {
+      if (await jsm.streams.deleteMessage(stream, m.seq, true).catch(() => false)) n++;
+    }
+    return n + await purge(stream, subject);
+  };
   const removeConsumer = (stream: string, name: string) => jsm.consumers.delete(stream, name).catch(() => false);
   const deleteRows = async (table: string): Promise<number> =>
     (await em.execute<{ n: number }[]>(`with d as (delete from ${table} where tenant = ? returning 1) select count(*)::int as n from d`, [tenant]))[0]?.n ?? 0;
@@ -86,7 +97,7 @@ export async function eraseTenant(deps: {
     s.deliveries += await purge(address.stream, `${address.subject}.>`);
     s.attempts += await purge(ATTEMPTS_STREAM, `attempts.${id}.>`);
     s.endpoint_health += await purge(ENDPOINT_HEALTH_STREAM, endpointHealthSubject(id));
-    s.endpoint_events += await purge(ENDPOINTS_STREAM, endpointSubject(id));
+    s.endpoint_events += await secureErase(ENDPOINTS_STREAM, endpointSubject(id));
   }
   // Snapshots hold every tenant's endpoints in one blob: all go, the next is written 10,000 events on.
   if (rows.length > 0) s.endpoint_snapshots = await purge(ENDPOINT_SNAPSHOTS_STREAM);
