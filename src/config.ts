@@ -44,6 +44,8 @@ export interface Config {
   deadLetterBackstopMs: number;
   /** HOOKSTREAM_DEAD_LETTER_RETENTION; 0 keeps dead letters. */
   deadLetterRetentionMs: number;
+  /** HOOKSTREAM_ATTEMPT_RETENTION: how long the delivery log keeps attempts; 0 keeps them. */
+  attemptRetentionMs: number;
   allowPrivateTargets: boolean;
   /** HOOKSTREAM_FORWARD_TRACEPARENT: attempts send receivers a `traceparent` (when tracing is on). */
   forwardTraceparent: boolean;
@@ -99,6 +101,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_FORWARD_TRACEPARENT', default: '0', meaning: '1 sends receivers a traceparent header naming the attempt\'s span (unsigned; only while tracing is on)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
   { name: 'HOOKSTREAM_DEAD_LETTER_RETENTION', default: '30d', meaning: 'dead letters are deleted this long after they died (or were last replayed); 0 keeps them' },
+  { name: 'HOOKSTREAM_ATTEMPT_RETENTION', default: '7d', meaning: 'the delivery log (every attempt, for operators) keeps attempts this long; 0 keeps them' },
   { name: 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', default: '1m', meaning: 'how often the dead-letter role looks for dead deliveries whose advisory was lost; 0 never' },
   { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
   { name: 'HOOKSTREAM_QUEUE_RETENTION', default: formatDuration(QUEUE_RETENTION_MS), meaning: `a delivery still queued this long after it was routed (held for a disabled endpoint, say) is removed unsent; shorter than the erasure index's ${formatDuration(ERASURE_INDEX_MAX_AGE_MS)}, longer than the retry schedule (the same on every instance)` },
@@ -266,6 +269,7 @@ export function loadConfig(env: Env = process.env): Config {
     disableAfterMs: durationOrNever(env, 'HOOKSTREAM_DISABLE_AFTER', '5d'),
     deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
     deadLetterRetentionMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_RETENTION', '30d'),
+    attemptRetentionMs: durationOrNever(env, 'HOOKSTREAM_ATTEMPT_RETENTION', '7d'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     forwardTraceparent: flag(env, 'HOOKSTREAM_FORWARD_TRACEPARENT'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),

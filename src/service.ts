@@ -18,6 +18,9 @@ import { startEndpointDirectory, type EndpointDirectory } from './endpoints/dire
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { startErasureIndexProjector } from '../projections/erasure-index.ts';
 import { startErasureIndexRetention } from './erasure/index-retention.ts';
+import { startAttemptLogProjector } from '../projections/attempt-log.ts';
+import { startAttemptLogRetention } from './deliverylog/retention.ts';
+import { createAttemptLogRecorder } from './deliverylog/recorder.ts';
 import { waitForCheckpoint } from '../projections/wait.ts';
 import { startRouter, type Router } from './router/router.ts';
 import { MAX_EVENT_DEPTH } from './domain/event-data.ts';
@@ -132,6 +135,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
       const index = await startErasureIndexProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       const indexRetention = startErasureIndexRetention({ orm, log: log.child({ role: 'projector' }) });
       stops.push(() => index.stop(), () => indexRetention.stop());
+      // Issue 31: the operators' delivery log (every attempt), and its retention.
+      const attemptLog = await startAttemptLogProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
+      stops.push(() => attemptLog.stop());
+      if (config.attemptRetentionMs > 0) {
+        const attemptRetention = startAttemptLogRetention({ orm, retentionMs: config.attemptRetentionMs, log: log.child({ role: 'projector' }) });
+        stops.push(() => attemptRetention.stop());
+      }
     }
 
     if (roles.has('router') || roles.has('delivery')) {
@@ -187,6 +197,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       stops.push(() => health.stop());
       const delivery = await startDelivery({
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
+        attemptLog: createAttemptLogRecorder({ publisher, log: log.child({ role: 'delivery' }) }),
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
           maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,

@@ -12,6 +12,7 @@ import { ensureEndpointHealthStream } from './endpoint-health.ts';
 import { ensureRoutedStream } from './routed.ts';
 import { ensureEndpointSnapshotsStream } from './endpoint-snapshots.ts';
 import { ensureErasureIndexStream } from './erasure-index.ts';
+import { ensureAttemptLogStream } from './attempt-log.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -49,6 +50,7 @@ export async function ensureStreams(
       await ensureRoutedStream(jsm, o);
       await ensureEndpointSnapshotsStream(jsm, o);
       await ensureErasureIndexStream(jsm, o);
+      await ensureAttemptLogStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

@@ -30,6 +30,7 @@ test('defaults without any variable', (t) => {
     disableAfterMs: 5 * 86_400_000,
     deadLetterBackstopMs: 60_000,
     deadLetterRetentionMs: 30 * 86_400_000,
+    attemptRetentionMs: 7 * 86_400_000,
     allowPrivateTargets: false,
     forwardTraceparent: false,
     maxInFlightPerEndpoint: 16,

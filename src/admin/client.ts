@@ -11,6 +11,7 @@ import {
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut, ERASURE_ROUTING_WAIT_MS, type EraseSubjectIn, type SubjectErasureOut,
+  type DeliveriesListIn, type DeliveriesListOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
 } from './protocol.ts';
 
 /**
@@ -43,6 +44,9 @@ export interface AdminClient {
   listEndpoints(req: EndpointListIn): Promise<EndpointListOut>;
   overview(): Promise<OverviewOut>;
   eraseSubject(req: EraseSubjectIn): Promise<SubjectErasureOut>;
+  listDeliveries(req: DeliveriesListIn): Promise<DeliveriesListOut>;
+  deliveryAttempts(req: DeliveryAttemptsIn): Promise<DeliveryAttemptsOut>;
+  traceEvents(req: EventsTraceIn): Promise<EventsTraceOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -96,6 +100,9 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     overview: () => call(AdminSubject.Overview, {}),
     // Erasure may wait for the router (DEFAULT_ROUTING_WAIT_MS) before it reads the index: a longer wait.
     eraseSubject: (req) => call(AdminSubject.EraseSubject, req, Math.max(timeout, 4 * ERASURE_ROUTING_WAIT_MS)),
+    listDeliveries: (req) => call(AdminSubject.DeliveriesList, req),
+    deliveryAttempts: (req) => call(AdminSubject.DeliveriesAttempts, req),
+    traceEvents: (req) => call(AdminSubject.EventsTrace, req),
     raw: (subject, payload) => raw(subject, payload),
   };
 }

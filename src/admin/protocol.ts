@@ -27,6 +27,9 @@ export const AdminSubject = {
   EndpointsList: 'admin.endpoints.list',
   Overview: 'admin.overview',
   EraseSubject: 'admin.erasure.subject',
+  DeliveriesList: 'admin.deliveries.list',
+  DeliveriesAttempts: 'admin.deliveries.attempts',
+  EventsTrace: 'admin.events.trace',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -406,4 +409,100 @@ export interface RejectedEventShowOut {
   body_base64: string;
   /** The same body as text when it is valid UTF-8, else null. */
   body_text: string | null;
+}
+
+// ---- the delivery log (src/deliverylog/) ----
+
+/** Deliveries in the log, newest first (by their latest attempt). */
+export interface DeliveriesListIn {
+  tenant?: string;
+  endpoint?: string;
+  event?: string;
+  /** A user's (or organization's) deliveries, as the erasure index knows them: needs `tenant`. */
+  user?: string;
+  organization?: string;
+  webhook_id?: string;
+  /** ok, failed (the latest attempt failed), queued (failed, another attempt to come), dead, dropped. */
+  status?: string;
+  /** ISO 8601, on the latest attempt's time; since inclusive, until exclusive. */
+  since?: string;
+  until?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface DeliveryLogOut {
+  webhook_id: string;
+  endpoint_id: string;
+  tenant: string;
+  event_type: string;
+  /** The latest attempt's outcome: ok, failed (another attempt is due at next_attempt_at), dead, dropped. */
+  status: string;
+  attempts: number;
+  first_attempt_at: string;
+  last_attempt_at: string;
+  status_code: number | null;
+  latency_ms: number;
+  error: string | null;
+  next_attempt_at: string | null;
+}
+
+export interface DeliveriesListOut {
+  data: DeliveryLogOut[];
+  next_cursor: string | null;
+}
+
+export interface DeliveryAttemptsIn {
+  webhook_id: string;
+  endpoint?: string;
+}
+
+export interface AttemptLogOut {
+  endpoint_id: string;
+  webhook_id: string;
+  tenant: string;
+  event_type: string;
+  attempt: number;
+  at: string;
+  status: string;
+  status_code: number | null;
+  latency_ms: number;
+  error_class: string | null;
+  error: string | null;
+  /** The receiver's answer, its first 1 KB. */
+  response_body: string | null;
+  next_attempt_at: string | null;
+}
+
+export interface DeliveryAttemptsOut {
+  webhook_id: string;
+  /** Oldest first, every endpoint's (or the one asked). */
+  data: AttemptLogOut[];
+}
+
+/** Where a user's (or organization's) events, or one webhook-id's event, went. */
+export interface EventsTraceIn {
+  tenant?: string;
+  user?: string;
+  organization?: string;
+  webhook_id?: string;
+  limit?: number;
+}
+
+export interface TracedEventOut {
+  /** Null for an event the router rejected (it never got one). */
+  webhook_id: string | null;
+  tenant: string;
+  event_type: string | null;
+  /** When the event was stored in EVENTS (null once it aged out). */
+  at: string | null;
+  /** `routed` or `not_routed`. */
+  verdict: 'routed' | 'not_routed';
+  /** For people: "routed to 2 endpoints: …" or "not routed: <reason>". */
+  summary: string;
+  deliveries: { endpoint_id: string; state: string; attempts: number; last_attempt_at: string | null; status_code: number | null }[];
+}
+
+export interface EventsTraceOut {
+  data: TracedEventOut[];
 }

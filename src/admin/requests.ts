@@ -276,3 +276,92 @@ export function parseEndpointListRequest(body: Body): EndpointListQuery {
 export function parseEmptyRequest(body: Body): void {
   onlyFields(body, []);
 }
+
+// ---- the delivery log (issue 31) ----
+
+export const DELIVERY_LOG_STATUSES = ['ok', 'failed', 'queued', 'dead', 'dropped'] as const;
+
+/** A user or organization, as the erasure index knows them; one at most, and only with a tenant. */
+function subjectOf(body: Body, tenant: TenantId | undefined): SubjectRef | undefined {
+  const given = (['user', 'organization'] as const).filter((k) => body[k] !== undefined && body[k] !== null);
+  if (given.length === 0) return undefined;
+  if (given.length > 1) throw badRequest('name one of user, organization');
+  if (!tenant) throw badRequest(`${given[0]} needs tenant (user and organization ids are a tenant's)`);
+  const kind = given[0]!;
+  const id = requiredString(body, kind);
+  if (id.length > 256 || /[\u0000-\u001f]/.test(id)) throw badRequest(`${kind} must be an id of at most 256 characters, without control characters`);
+  return { kind, id };
+}
+
+function optionalTenant(body: Body): TenantId | undefined {
+  const tenant = optionalString(body, 'tenant');
+  if (tenant !== undefined && !isTenantId(tenant)) throw badRequest(`tenant must be ${TENANT_ID_RULE}`);
+  return tenant;
+}
+
+function optionalWebhookId(body: Body): MessageId | undefined {
+  const webhookId = optionalString(body, 'webhook_id');
+  if (webhookId !== undefined && !isMessageId(webhookId)) throw badRequest(`webhook_id must be a message id (msg_…), got ${JSON.stringify(webhookId)}`);
+  return webhookId;
+}
+
+export interface DeliveryLogQuery {
+  tenant?: TenantId;
+  endpoint?: EndpointId;
+  event?: string;
+  subject?: SubjectRef;
+  webhookId?: MessageId;
+  status?: (typeof DELIVERY_LOG_STATUSES)[number];
+  since?: Date;
+  until?: Date;
+  limit: number;
+  cursor?: string;
+}
+
+export function parseDeliveryLogRequest(body: Body): DeliveryLogQuery {
+  onlyFields(body, ['tenant', 'endpoint', 'event', 'user', 'organization', 'webhook_id', 'status', 'since', 'until', 'limit', 'cursor']);
+  const { tenant, endpoint, event, since, until } = filterOf(body);
+  const q: DeliveryLogQuery = { limit: limitOf(body, DEFAULT_PAGE) };
+  if (tenant) q.tenant = tenant;
+  if (endpoint) q.endpoint = endpoint;
+  if (event) q.event = event;
+  if (since) q.since = since;
+  if (until) q.until = until;
+  const subject = subjectOf(body, tenant);
+  if (subject) q.subject = subject;
+  const webhookId = optionalWebhookId(body);
+  if (webhookId) q.webhookId = webhookId;
+  const status = optionalString(body, 'status');
+  if (status !== undefined) {
+    if (!(DELIVERY_LOG_STATUSES as readonly string[]).includes(status)) throw badRequest(`status must be one of ${DELIVERY_LOG_STATUSES.join(', ')}`);
+    q.status = status as DeliveryLogQuery['status'];
+  }
+  const cursor = optionalString(body, 'cursor');
+  if (cursor !== undefined) q.cursor = cursor;
+  return q;
+}
+
+export function parseDeliveryAttemptsRequest(body: Body): { webhookId: MessageId; endpoint?: EndpointId } {
+  onlyFields(body, ['webhook_id', 'endpoint']);
+  const webhookId = optionalWebhookId(body);
+  if (!webhookId) throw badRequest('webhook_id is required');
+  const endpoint = optionalString(body, 'endpoint');
+  if (endpoint !== undefined && !isEndpointId(endpoint)) throw badRequest(`endpoint must be an endpoint id (webhook_…), got ${JSON.stringify(endpoint)}`);
+  return endpoint ? { webhookId, endpoint } : { webhookId };
+}
+
+export interface TraceQuery {
+  tenant?: TenantId;
+  subject?: SubjectRef;
+  webhookId?: MessageId;
+  limit: number;
+}
+
+export function parseTraceRequest(body: Body): TraceQuery {
+  onlyFields(body, ['tenant', 'user', 'organization', 'webhook_id', 'limit']);
+  const tenant = optionalTenant(body);
+  const subject = subjectOf(body, tenant);
+  const webhookId = optionalWebhookId(body);
+  if (!subject === !webhookId) throw badRequest('name a webhook_id, or a tenant with a user or an organization');
+  return { ...(tenant ? { tenant } : {}), ...(subject ? { subject } : {}), ...(webhookId ? { webhookId } : {}), limit: limitOf(body, 20) };
+}

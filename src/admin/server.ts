@@ -15,6 +15,7 @@ import { createDeadLetterOpener } from './opener.ts';
 import type { DeadLetterTagger } from '../deadletter/tag.ts';
 import { createRejectedEvents } from './rejected-events.ts';
 import { createOverview } from './overview.ts';
+import { createDeliveryLog } from '../deliverylog/search.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
 import {
   ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, OPERATOR_HEADER, type AdminErrorReply, type AuditListOut,
@@ -27,7 +28,7 @@ import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
   parseAuditListRequest, parseBody, parseEraseSubjectRequest, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
-  parseReplayRequest, parseRetryNowRequest, parseShowRequest,
+  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -113,6 +114,7 @@ export async function startAdmin(deps: {
   const deliveries = createDeliveryStates(deps);
   const rejected = createRejectedEvents(deps);
   const overview = createOverview(deps);
+  const deliveryLog = createDeliveryLog(deps);
   const erasure = createErasure({ jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log });
 
   const handlers: Record<string, Handler> = {
@@ -121,6 +123,9 @@ export async function startAdmin(deps: {
     [AdminSubject.DeadLettersReplay]: (b) => { const q = parseReplayRequest(b); return deadLetters.replay(q.id, { force: q.force }); },
     [AdminSubject.DeadLettersReplayMany]: (b) => { const q = parseReplayManyRequest(b); return deadLetters.replayMany(q.filter, q.page, { dryRun: q.dryRun }); },
     [AdminSubject.DeliveriesShow]: (b) => { const q = parseDeliveryRequest(b); return deliveries.show(q.webhookId, q.endpoint); },
+    [AdminSubject.DeliveriesList]: (b) => deliveryLog.list(parseDeliveryLogRequest(b)),
+    [AdminSubject.DeliveriesAttempts]: (b) => { const q = parseDeliveryAttemptsRequest(b); return deliveryLog.attempts(q.webhookId, q.endpoint); },
+    [AdminSubject.EventsTrace]: (b) => deliveryLog.trace(parseTraceRequest(b)),
     [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
     [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
     [AdminSubject.EndpointsRetryNow]: async (b) => {

@@ -25,6 +25,7 @@ import { deliveryHeaders } from './sign-request.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
 import type { StoredAcks } from './stored-acks.ts';
 import type { RecentAcks } from './recent-acks.ts';
+import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
 import type { Span } from '@opentelemetry/api';
 
@@ -100,6 +101,8 @@ export function createAttempts(deps: {
   retrySchedule: number[];
   log: Logger;
   metrics: ServiceMetrics;
+  /** Every attempt's entry in the operators' delivery log (src/deliverylog/recorder.ts). */
+  attemptLog?: AttemptLogRecorder;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -211,11 +214,16 @@ export function createAttempts(deps: {
     else lane.limit.failed();
     release();
     metrics.attemptSeconds.observe(outcome.durationMs / 1000);
+    const logged = {
+      tenant: state.tenant, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: startedAt,
+      duration_ms: outcome.durationMs, status: outcome.status, ...(outcome.bodySnippet ? { body: outcome.bodySnippet } : {}),
+    };
 
     if (outcome.ok) {
       const failed = failures.clear(endpointId);
       if (failed !== undefined) log.info('endpoint accepts deliveries again', { endpoint: endpointId, tenant: state.tenant, failed_attempts: failed });
       deps.recentAcks.add(m);
+      deps.attemptLog?.record({ ...logged, outcome: 'ok' });
       if (!deps.stored.ack(m, endpointId)) ackSoon(m);
       metrics.acknowledged.inc({ event });
       return;
@@ -233,6 +241,9 @@ export function createAttempts(deps: {
     // The plan is on the monotonic clock (as retry-now's due times); records go by the wall clock.
     const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
     if (plan) deps.retries.remember(endpointId, m.seq, m.reply, plan.at);
+    deps.attemptLog?.record({
+      ...logged, outcome: last ? 'dead' : 'failed', error_class: outcome.kind, error: outcome.error, ...(nextAt !== undefined ? { next_at: nextAt } : {}),
+    });
     failures.warn(endpointId, 'delivery attempt failed', {
       endpoint: endpointId, tenant: state.tenant, webhook_id: webhookId, event, attempt: n,
       status: outcome.status, reason: outcome.error, final: last,

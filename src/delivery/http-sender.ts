@@ -19,7 +19,7 @@ const POOL_IDLE_MS = 5 * 60_000;
 export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_target' | 'invalid_url';
 
 export type AttemptOutcome =
-  | { ok: true; status: number; durationMs: number }
+  | { ok: true; status: number; durationMs: number; bodySnippet?: string }
   | {
     ok: false; kind: FailureKind; status: number | null; error: string; durationMs: number; bodySnippet?: string;
     /** The answer's Retry-After header as sent (only on a status failure that carried one); the worker interprets it. */
@@ -128,8 +128,8 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
       pool.usedAt = performance.now();
     }
     const { status, headers, head } = answer;
-    if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed() };
-    const snippet = sanitize(head.subarray(0, SNIPPET_LENGTH).toString('utf8'));
+    const snippet = head.length > 0 ? sanitize(head.subarray(0, SNIPPET_LENGTH).toString('utf8')) : '';
+    if (status >= 200 && status < 300) return { ok: true, status, durationMs: elapsed(), ...(snippet ? { bodySnippet: snippet } : {}) };
     if (status >= 300 && status < 400) {
       const location = headers['location'];
       const to = typeof location === 'string' ? ` to ${sanitize(location).slice(0, 200)}` : '';

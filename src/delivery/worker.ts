@@ -34,6 +34,7 @@ import { createRecentAcks } from './recent-acks.ts';
 import { createKeyGate } from './ordered-gate.ts';
 import { createNextBySubject } from '../nats/next-by-subject.ts';
 import { createRouterFloor } from './router-floor.ts';
+import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 
 export { routedBeforeRestore, type SecretOpener, type Sender } from './attempt.ts';
 export type { DeliveryOptions } from './consumers.ts';
@@ -75,6 +76,8 @@ export async function startDelivery(deps: {
   health?: EndpointHealthHook;
   /** Pulls again when an endpoint's consumer elects a leader (src/nats/consumer-leaders.ts). */
   leaders?: ConsumerLeaders;
+  /** The operators' delivery log (src/deliverylog/recorder.ts). */
+  attemptLog?: AttemptLogRecorder;
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -91,7 +94,7 @@ export async function startDelivery(deps: {
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
-    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks,
+    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks, attemptLog: deps.attemptLog,
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
@@ -126,6 +129,7 @@ export async function startDelivery(deps: {
       // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
       await loops.settle();
       attempts.flushAcks();
+      deps.attemptLog?.flush();
       heads.close();
       floor.close();
       stopSweep();

@@ -34,6 +34,7 @@ import { ERASURE_ROUTING_WAIT_MS, type SubjectErasureOut } from '../admin/protoc
 const PROJECTION_WAIT_MS = 10_000;
 import type { Logger } from '../log.ts';
 import { describe } from '../errors.ts';
+import { eraseAttempts } from '../deliverylog/retention.ts';
 import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
 
 /** Deletes in flight at once. */
@@ -149,6 +150,8 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
       });
       // Rows only: a batch in the stream holds other subjects' entries too (and no id; it expires with the stream).
       s.index.erased += await deleteSubjectIndexRows(em, tenant, hashes, [...entries.keys()]);
+      // The delivery log's rows of these deliveries (src/deliverylog/retention.ts).
+      s.attempts.erased += await eraseAttempts(deps, em, tenant, [...entries.values()].map((e) => e.webhook_id));
 
       // 4. Dead letters: by hash; rows stored before hashes were kept are opened and read (the tenant's only).
       const deadLetters = await deleteSubjectDeadLetters(em, tenant, hashes);

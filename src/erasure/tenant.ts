@@ -22,6 +22,7 @@ import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import { messagesOf } from './by-subject.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
+import { eraseTenantAttempts } from '../deliverylog/retention.ts';
 
 export interface TenantErasureOut {
   tenant: string;
@@ -110,6 +111,7 @@ export async function eraseTenant(deps: {
   await deps.waitForProjection(Projection.ErasureIndex, indexEnd);
   s.erasure_index = await deleteRows('erasure_index');
   await jsm.streams.purge(ERASURE_INDEX_STREAM, { seq: indexEnd + 1 });
+  s.attempts += await eraseTenantAttempts(deps, em, tenant);
   s.ops_events = await purge(OPS_STREAM, `ops.${tenant}.>`);
   s.dead_letters = await deleteRows('dead_letters');
   s.api_keys = await deleteRows('api_keys');

@@ -20,7 +20,7 @@ const FILTER_OPTIONS = {
 } as const;
 
 /** An ISO time as given, or an age like 24h turned into the time that long ago. */
-function timeOption(values: OptionValues, name: string, now = Date.now()): string | undefined {
+export function timeOption(values: OptionValues, name: string, now = Date.now()): string | undefined {
   const v = values[name];
   if (typeof v !== 'string' || v === '') return undefined;
   const age = parseDuration(v);
@@ -40,7 +40,7 @@ function filterOf(values: OptionValues): DeadLetterFilterIn {
   return f;
 }
 
-function limitOf(values: OptionValues, name: string): number | undefined {
+export function limitOf(values: OptionValues, name: string): number | undefined {
   const v = values[name];
   if (v === undefined) return undefined;
   if (typeof v !== 'string' || !/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 500) throw new UsageError(`--${name} must be a whole number from 1 to 500`);

@@ -1,6 +1,9 @@
-// `hookstream deliveries show WEBHOOK_ID --endpoint ID`: a thin client of admin.deliveries.show.
+// `hookstream deliveries show WEBHOOK_ID --endpoint ID` and `deliveries list`: thin clients of
+// admin.deliveries.show, admin.deliveries.list and admin.deliveries.attempts.
+import type { DeliveriesListIn } from '../../admin/protocol.ts';
 import { requireString, table, type Command } from '../command.ts';
 import { withAdmin } from '../context.ts';
+import { limitOf, timeOption } from './dead-letters.ts';
 
 export const deliveriesShow: Command = {
   name: 'deliveries show',
@@ -34,5 +37,69 @@ export const deliveriesShow: Command = {
           s.history.map((r) => [r.attempt, r.at, r.status, r.error, r.duration_ms, r.next_attempt_at]))]
         : []),
     ].join('\n'));
+  },
+};
+
+const shorten = (s: string | null, n: number) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+export const deliveriesList: Command = {
+  name: 'deliveries list',
+  summary: 'Search the delivery log (every attempt, successes too), newest first',
+  help: [
+    'Options:',
+    '  --tenant T          only this tenant',
+    '  --endpoint ID       only this endpoint (webhook_…)',
+    '  --event NAME        only this event type, e.g. user.created',
+    '  --user ID           only events about this user (data.userId; needs --tenant)',
+    '  --organization ID   only events about this organization (data.organizationId; needs --tenant)',
+    '  --webhook-id ID     only this delivery\'s webhook-id (msg_…)',
+    '  --status S          ok, failed (the latest attempt failed), queued (failed, another attempt to come),',
+    '                      dead (retries ran out) or dropped',
+    '  --since TIME        latest attempt at or after TIME: ISO 8601 (2026-01-31T12:00:00Z) or an age (90m, 24h, 7d)',
+    '  --until TIME        latest attempt before TIME (same forms)',
+    '  --limit N           page size, 1-500 (default 50)',
+    '  --cursor C          the page after the one that printed C',
+    '  --attempts          also print each delivery\'s attempts (status, latency, error, the answer\'s first bytes)',
+    '',
+    'One row per delivery (webhook-id and endpoint) with its latest attempt. The log keeps attempts for',
+    'HOOKSTREAM_ATTEMPT_RETENTION (7 days). Asks the admin subject (admin.deliveries.list), as the operator user.',
+  ].join('\n'),
+  options: {
+    tenant: { type: 'string' }, endpoint: { type: 'string' }, event: { type: 'string' }, user: { type: 'string' }, organization: { type: 'string' },
+    'webhook-id': { type: 'string' }, status: { type: 'string' }, since: { type: 'string' }, until: { type: 'string' }, limit: { type: 'string' },
+    cursor: { type: 'string' }, attempts: { type: 'boolean' },
+  },
+  async run({ values, out }) {
+    const req: DeliveriesListIn = {};
+    for (const [option, field] of [['tenant', 'tenant'], ['endpoint', 'endpoint'], ['event', 'event'], ['user', 'user'], ['organization', 'organization'],
+      ['webhook-id', 'webhook_id'], ['status', 'status'], ['cursor', 'cursor']] as const) {
+      const v = values[option];
+      if (typeof v === 'string' && v !== '') req[field] = v;
+    }
+    const since = timeOption(values, 'since');
+    const until = timeOption(values, 'until');
+    const limit = limitOf(values, 'limit');
+    if (since) req.since = since;
+    if (until) req.until = until;
+    if (limit) req.limit = limit;
+    const { page, attempts } = await withAdmin(async (admin) => {
+      const page = await admin.listDeliveries(req);
+      const attempts = values['attempts'] === true
+        ? await Promise.all(page.data.map((d) => admin.deliveryAttempts({ webhook_id: d.webhook_id, endpoint: d.endpoint_id })))
+        : undefined;
+      return { page, attempts };
+    });
+    const data = attempts ? page.data.map((d, i) => ({ ...d, attempt_log: attempts[i]!.data })) : page.data;
+    out.data({ data, next_cursor: page.next_cursor }, () => {
+      if (page.data.length === 0) return 'no deliveries match';
+      const rows = table(['LAST ATTEMPT', 'STATUS', 'WEBHOOK-ID', 'ENDPOINT', 'TENANT', 'EVENT', 'ATTEMPTS', 'CODE', 'MS', 'ERROR'],
+        page.data.map((d) => [d.last_attempt_at, d.status, d.webhook_id, d.endpoint_id, d.tenant, d.event_type, d.attempts, d.status_code, d.latency_ms, shorten(d.error, 40)]));
+      if (!attempts) return rows;
+      return [rows, ...page.data.map((d, i) => [
+        '', `${d.webhook_id} to ${d.endpoint_id}:`,
+        table(['#', 'AT', 'STATUS', 'CODE', 'MS', 'ERROR', 'ANSWER'], attempts[i]!.data.map((a) => [a.attempt, a.at, a.status, a.status_code, a.latency_ms, shorten(a.error, 40), shorten(a.response_body, 60)])),
+      ].join('\n'))].join('\n');
+    });
+    if (page.next_cursor) out.info(`more: --cursor ${page.next_cursor}`);
   },
 };

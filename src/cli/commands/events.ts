@@ -1,6 +1,8 @@
-// `hookstream events publish` (as a producer) and `events rejected` (a thin client of admin.events.rejected*).
+// `hookstream events publish` (as a producer), `events rejected` and `events trace` (thin clients of
+// admin.events.rejected* and admin.events.trace).
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import type { RejectedEventOut } from '../../admin/protocol.ts';
+import type { EventsTraceIn, RejectedEventOut } from '../../admin/protocol.ts';
+import { limitOf } from './dead-letters.ts';
 import { isEventName } from '../../domain/catalogue.ts';
 import { isOrderingKey, MAX_ORDERING_KEY, ORDERING_KEY_HEADER } from '../../domain/ordering-key.ts';
 import { eventSubject } from '../../../streams/events.ts';
@@ -131,5 +133,38 @@ export const eventsRejected: Command = {
     });
     out.data({ data, next_cursor: next }, () => (data.length ? rejectedTable(data) : 'no rejected events'));
     if (next) out.info(`more: --cursor ${next}`);
+  },
+};
+
+export const eventsTrace: Command = {
+  name: 'events trace',
+  summary: "Where a user's (or organization's) events, or one webhook-id's event, went: routed to which endpoints, or why not",
+  help: [
+    'Options:',
+    '  --tenant T           tenant id (with --user or --organization)',
+    '  --user ID            the events whose data.userId is ID',
+    '  --organization ID    the events whose data.organizationId is ID',
+    '  --webhook-id ID      one event, by the webhook-id (msg_…) its deliveries carry',
+    '  --limit N            the newest N events (1-500, default 20)',
+    '',
+    'Each event says "routed to N endpoints: <endpoint> delivered|retrying|dead|queued, …" or "not routed:',
+    '<reason>": no subscriber, filtered by event type, endpoint disabled or deleted, rejected by the router,',
+    'or not routed yet. The reason is read from the endpoints as they are now. Users and organizations are',
+    'found through the erasure index. Asks the admin subject (admin.events.trace), as the operator user.',
+  ].join('\n'),
+  options: { tenant: { type: 'string' }, user: { type: 'string' }, organization: { type: 'string' }, 'webhook-id': { type: 'string' }, limit: { type: 'string' } },
+  async run({ values, out }) {
+    const req: EventsTraceIn = {};
+    for (const [option, field] of [['tenant', 'tenant'], ['user', 'user'], ['organization', 'organization'], ['webhook-id', 'webhook_id']] as const) {
+      const v = values[option];
+      if (typeof v === 'string' && v !== '') req[field] = v;
+    }
+    if (!req.webhook_id && !((req.user || req.organization) && req.tenant)) throw new UsageError('name --webhook-id, or --tenant with --user or --organization');
+    const limit = limitOf(values, 'limit');
+    if (limit) req.limit = limit;
+    const r = await withAdmin((admin) => admin.traceEvents(req));
+    out.data(r, () => (r.data.length === 0
+      ? 'no events found (the erasure index keeps 30 days; EVENTS and the delivery log 7)'
+      : r.data.map((e) => `${e.at ?? '?'}  ${e.event_type ?? '?'}  ${e.webhook_id ?? '(rejected)'}\n  ${e.summary}`).join('\n')));
   },
 };

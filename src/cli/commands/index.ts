@@ -2,17 +2,17 @@
 import type { Command } from '../command.ts';
 import { serve } from './serve.ts';
 import { endpointsCreate, endpointsList, endpointsRetryNow, endpointsUpdate } from './endpoints.ts';
-import { eventsPublish, eventsRejected } from './events.ts';
+import { eventsPublish, eventsRejected, eventsTrace } from './events.ts';
 import { keysGenerate, keysResealDeadLetters, keysResealSecrets } from './keys.ts';
 import { listen } from './listen.ts';
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from './api-keys.ts';
 import { deadLettersList, deadLettersReplay, deadLettersShow } from './dead-letters.ts';
-import { deliveriesShow } from './deliveries.ts';
+import { deliveriesList, deliveriesShow } from './deliveries.ts';
 import { projectionsRebuild, projectionsStatus } from './projections.ts';
 import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts';
 import { auditList } from './audit.ts';
 import { erase } from './erase.ts';
 
-export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
+export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsRetryNow, eventsPublish, eventsRejected, eventsTrace, listen,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesList, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];

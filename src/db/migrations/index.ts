@@ -18,6 +18,7 @@ import { Migration0013DeadLetterTrace } from './0013-dead-letter-trace.ts';
 import { Migration0014ErasureIndex } from './0014-erasure-index.ts';
 import { Migration0015DeadLetterReplays } from './0015-dead-letter-replays.ts';
 import { Migration0016TenantLimits } from './0016-tenant-limits.ts';
+import { Migration0017DeliveryLog } from './0017-delivery-log.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -36,4 +37,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0014-erasure-index', class: Migration0014ErasureIndex },
   { name: '0015-dead-letter-replays', class: Migration0015DeadLetterReplays },
   { name: '0016-tenant-limits', class: Migration0016TenantLimits },
+  { name: '0017-delivery-log', class: Migration0017DeliveryLog },
 ];

@@ -1,0 +1,172 @@
+// The delivery log in Postgres: the one module that knows its SQL. attempt_log holds one row per attempt;
+// delivery_log one row per delivery (webhook-id and endpoint) with its latest attempt, which is what a
+// search lists. Both are written by the attempt-log projection, a batch at a time, read by the admin role,
+// expired after HOOKSTREAM_ATTEMPT_RETENTION and erased with their user, organization or tenant.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { AttemptLogEntry } from '../../streams/attempt-log.ts';
+
+type Sql = Pick<EntityManager, 'execute'>;
+
+/** Rows per insert statement (13 parameters each, far below Postgres's 65,535). */
+const INSERT_CHUNK = 1000;
+
+const ts = (ms: number | undefined): Date | null => (ms === undefined ? null : new Date(ms));
+
+/** The latest attempt of each delivery among `entries`, with how many attempts it stands for. */
+function latestByDelivery(entries: readonly AttemptLogEntry[]): { e: AttemptLogEntry; n: number; first: number }[] {
+  const out = new Map<string, { e: AttemptLogEntry; n: number; first: number }>();
+  for (const e of entries) {
+    const key = `${e.webhook_id} ${e.endpoint}`;
+    const d = out.get(key);
+    if (!d) out.set(key, { e, n: 1, first: e.at });
+    else {
+      d.n++;
+      d.first = Math.min(d.first, e.at);
+      if (e.at > d.e.at || (e.at === d.e.at && e.attempt > d.e.attempt)) d.e = e;
+    }
+  }
+  return [...out.values()];
+}
+
+/** Write the entries: one row each in attempt_log, and their deliveries' rows in delivery_log. */
+export async function insertAttempts(sql: Sql, entries: readonly AttemptLogEntry[]): Promise<number> {
+  for (let i = 0; i < entries.length; i += INSERT_CHUNK) {
+    const chunk = entries.slice(i, i + INSERT_CHUNK);
+    await sql.execute(
+      `insert into attempt_log (tenant, endpoint_id, webhook_id, event_type, attempt, at, duration_ms, status_code, outcome, error_class, error, response_body, next_attempt_at)
+       values ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
+      chunk.flatMap((e) => [e.tenant, e.endpoint, e.webhook_id, e.event, e.attempt, new Date(e.at), e.duration_ms, e.status, e.outcome,
+        e.error_class ?? null, e.error ?? null, e.body ?? null, ts(e.next_at)]));
+  }
+  const deliveries = latestByDelivery(entries);
+  for (let i = 0; i < deliveries.length; i += INSERT_CHUNK) {
+    const chunk = deliveries.slice(i, i + INSERT_CHUNK);
+    // The newer attempt decides the delivery's state; an older one applied later only adds to the count.
+    await sql.execute(
+      `insert into delivery_log (webhook_id, endpoint_id, tenant, event_type, first_at, last_at, attempts, last_attempt, outcome, status_code, duration_ms, error, next_attempt_at)
+       values ${chunk.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}
+       on conflict (webhook_id, endpoint_id) do update set
+         attempts = delivery_log.attempts + excluded.attempts,
+         first_at = least(delivery_log.first_at, excluded.first_at),
+         last_at = greatest(delivery_log.last_at, excluded.last_at),
+         last_attempt = case when excluded.last_at >= delivery_log.last_at then excluded.last_attempt else delivery_log.last_attempt end,
+         outcome = case when excluded.last_at >= delivery_log.last_at then excluded.outcome else delivery_log.outcome end,
+         status_code = case when excluded.last_at >= delivery_log.last_at then excluded.status_code else delivery_log.status_code end,
+         duration_ms = case when excluded.last_at >= delivery_log.last_at then excluded.duration_ms else delivery_log.duration_ms end,
+         error = case when excluded.last_at >= delivery_log.last_at then excluded.error else delivery_log.error end,
+         next_attempt_at = case when excluded.last_at >= delivery_log.last_at then excluded.next_attempt_at else delivery_log.next_attempt_at end`,
+      chunk.flatMap(({ e, n, first }) => [e.webhook_id, e.endpoint, e.tenant, e.event, new Date(first), new Date(e.at), n, e.attempt, e.outcome,
+        e.status, e.duration_ms, e.error ?? null, ts(e.next_at)]));
+  }
+  return entries.length;
+}
+
+export interface DeliveryLogRow {
+  webhook_id: string;
+  endpoint_id: string;
+  tenant: string;
+  event_type: string;
+  first_at: Date;
+  last_at: Date;
+  attempts: number;
+  last_attempt: number;
+  outcome: string;
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  next_attempt_at: Date | null;
+}
+
+export interface AttemptLogRow {
+  endpoint_id: string;
+  webhook_id: string;
+  tenant: string;
+  event_type: string;
+  attempt: number;
+  at: Date;
+  duration_ms: number;
+  status_code: number | null;
+  outcome: string;
+  error_class: string | null;
+  error: string | null;
+  response_body: string | null;
+  next_attempt_at: Date | null;
+}
+
+export interface DeliveryFilter {
+  tenant?: string;
+  endpoint?: string;
+  event?: string;
+  webhookId?: string;
+  /** Only these webhook-ids (a user's or organization's events, from the erasure index). */
+  webhookIds?: string[];
+  /** `queued`: waiting for another attempt; `failed`: the latest attempt failed (queued or dead). */
+  status?: string;
+  since?: Date;
+  until?: Date;
+}
+
+/** Deliveries matching `f`, newest first (by their latest attempt), `limit` of them before the cursor. */
+export async function searchDeliveries(sql: Sql, f: DeliveryFilter, page: { limit: number; before?: { at: Date; webhookId: string; endpoint: string } }): Promise<DeliveryLogRow[]> {
+  const conds: string[] = [];
+  const params: unknown[] = [];
+  const add = (cond: string, ...values: unknown[]) => { conds.push(cond); params.push(...values); };
+  if (f.tenant) add('tenant = ?', f.tenant);
+  if (f.endpoint) add('endpoint_id = ?', f.endpoint);
+  if (f.event) add('event_type = ?', f.event);
+  if (f.webhookId) add('webhook_id = ?', f.webhookId);
+  if (f.webhookIds) add('webhook_id = any(?::text[])', `{${f.webhookIds.join(',')}}`);
+  if (f.status === 'queued') add("outcome = 'failed'");
+  else if (f.status === 'failed') add("outcome in ('failed', 'dead')");
+  else if (f.status) add('outcome = ?', f.status);
+  if (f.since) add('last_at >= ?', f.since);
+  if (f.until) add('last_at < ?', f.until);
+  if (page.before) add('(last_at, webhook_id, endpoint_id) < (?, ?, ?)', page.before.at, page.before.webhookId, page.before.endpoint);
+  return sql.execute<DeliveryLogRow[]>(
+    `select webhook_id, endpoint_id, tenant, event_type, first_at, last_at, attempts, last_attempt, outcome, status_code, duration_ms, error, next_attempt_at
+     from delivery_log${conds.length ? ` where ${conds.join(' and ')}` : ''}
+     order by last_at desc, webhook_id desc, endpoint_id desc limit ?`, [...params, page.limit]);
+}
+
+/** Every recorded attempt of one webhook-id (to any endpoint, or to one), oldest first. */
+export async function attemptsOf(sql: Sql, webhookId: string, endpoint?: string): Promise<AttemptLogRow[]> {
+  return sql.execute<AttemptLogRow[]>(
+    `select endpoint_id, webhook_id, tenant, event_type, attempt, at, duration_ms, status_code, outcome, error_class, error, response_body, next_attempt_at
+     from attempt_log where webhook_id = ?${endpoint ? ' and endpoint_id = ?' : ''} order by at, attempt`, endpoint ? [webhookId, endpoint] : [webhookId]);
+}
+
+/** Delete up to `limit` rows (attempts first, then deliveries) older than `before`; how many went. */
+export async function deleteExpiredAttempts(sql: Sql, before: Date, limit: number): Promise<number> {
+  const del = async (table: string, column: string, n: number) => Number((await sql.execute<{ n: string }[]>(`
+    with expired as (select ctid from ${table} where ${column} < ? limit ?),
+    gone as (delete from ${table} t using expired where t.ctid = expired.ctid returning 1)
+    select count(*) as n from gone`, [before, n]))[0]?.n ?? 0);
+  const attempts = await del('attempt_log', 'at', limit);
+  return attempts < limit ? attempts + await del('delivery_log', 'last_at', limit - attempts) : attempts;
+}
+
+/** Delete the tenant's rows of these webhook-ids (a user's erasure); how many went. */
+export async function deleteAttemptsOf(sql: Sql, tenant: string, webhookIds: readonly string[]): Promise<number> {
+  if (webhookIds.length === 0) return 0;
+  const ids = `{${webhookIds.join(',')}}`;
+  const rows = await sql.execute<{ n: string }[]>(`
+    with a as (delete from attempt_log where tenant = ? and webhook_id = any(?::text[]) returning 1),
+    d as (delete from delivery_log where tenant = ? and webhook_id = any(?::text[]) returning 1)
+    select (select count(*) from a) + (select count(*) from d) as n`, [tenant, ids, tenant, ids]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Delete every row of the tenant (it leaves); how many went. */
+export async function deleteTenantAttempts(sql: Sql, tenant: string): Promise<number> {
+  const rows = await sql.execute<{ n: string }[]>(`
+    with a as (delete from attempt_log where tenant = ? returning 1),
+    d as (delete from delivery_log where tenant = ? returning 1)
+    select (select count(*) from a) + (select count(*) from d) as n`, [tenant, tenant]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Delete every row (a rebuild of the projection). */
+export async function deleteAllAttempts(sql: Sql): Promise<void> {
+  await sql.execute('delete from attempt_log');
+  await sql.execute('delete from delivery_log');
+}

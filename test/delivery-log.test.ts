@@ -1,0 +1,118 @@
+// The delivery log (issue 31) with the whole service: every attempt recorded (successes too) with its status,
+// latency and the answer's first bytes; searched by user, tenant, endpoint and status over the admin
+// subjects and the CLI; events traced to where they went or why they went nowhere; erased with their user.
+import test from 'ava';
+import { runCli } from './helpers/cli.ts';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { AdminClient } from '../src/admin/client.ts';
+import type { DeliveriesListIn, DeliveryLogOut } from '../src/admin/protocol.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+
+let h: TestService;
+let admin: AdminClient;
+
+const cli = (args: string[]) => runCli(args, { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url });
+
+/** The deliveries matching `q` once there are `n` whose status is `status`. */
+const deliveries = (q: DeliveriesListIn, n: number, status: string) => eventually(async () => {
+  const page = await admin.listDeliveries(q);
+  return page.data.filter((d) => d.status === status).length === n ? page.data : undefined;
+}, 30_000, `${n} ${status} deliveries for ${JSON.stringify(q)}`);
+
+test.before(async () => {
+  h = await startTestService('delivery_log', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '5s' });
+  ({ admin } = await h.operator({ timeoutMs: 30_000 }));
+});
+
+test.after.always(() => h?.closeAll());
+
+test('a delivered event is found by its user id, with its status, latency and the answer', async (t) => {
+  const r = await h.receiver(() => 200);
+  const { endpoint } = await h.store.create('tenant_found' as TenantId, { url: r.url, events: ['user.*'] });
+  await h.publish('tenant_found', 'user.created', { userId: 'user_found' });
+  await h.publish('tenant_found', 'user.created', { userId: 'user_other' });
+  const [d] = await deliveries({ tenant: 'tenant_found', user: 'user_found' }, 1, 'ok') as [DeliveryLogOut];
+  t.like(d, { endpoint_id: endpoint.id, tenant: 'tenant_found', event_type: 'user.created', status: 'ok', attempts: 1, status_code: 200, error: null });
+  t.true(d.latency_ms >= 0);
+  t.is(d.webhook_id, String(r.received.find((x) => x.body.includes('user_found'))!.headers['webhook-id']));
+  const attempts = await admin.deliveryAttempts({ webhook_id: d.webhook_id });
+  t.like(attempts.data, [{ attempt: 1, status: 'ok', status_code: 200, response_body: 'ok', error_class: null }]);
+  // Both by tenant and endpoint; none for another user of the tenant.
+  t.is((await admin.listDeliveries({ endpoint: endpoint.id })).data.length, 2);
+  t.deepEqual((await admin.listDeliveries({ tenant: 'tenant_found', user: 'user_nobody' })).data, []);
+});
+
+test('failed attempts, then a success: every attempt with its status and body; dead after the last', async (t) => {
+  const flaky = await h.receiver((_req, n) => (n === 0 ? 503 : 200));
+  const dead = await h.receiver(() => 500);
+  const a = await h.store.create('tenant_attempts' as TenantId, { url: flaky.url, events: ['user.*'] });
+  const b = await h.store.create('tenant_attempts' as TenantId, { url: dead.url, events: ['user.*'] });
+  await h.publish('tenant_attempts', 'user.updated', { userId: 'user_a' });
+  const [ok] = await deliveries({ endpoint: a.endpoint.id }, 1, 'ok');
+  t.like(ok, { attempts: 2, status_code: 200 });
+  const history = (await admin.deliveryAttempts({ webhook_id: ok!.webhook_id, endpoint: a.endpoint.id })).data;
+  t.like(history, [
+    { attempt: 1, status: 'failed', status_code: 503, error_class: 'status', error: 'HTTP 503', response_body: 'nope' },
+    { attempt: 2, status: 'ok', status_code: 200 },
+  ]);
+  t.truthy(history[0]!.next_attempt_at);
+  const [died] = await deliveries({ tenant: 'tenant_attempts', status: 'dead' }, 1, 'dead');
+  t.like(died, { endpoint_id: b.endpoint.id, attempts: 3, status_code: 500 });
+  t.is((await admin.listDeliveries({ tenant: 'tenant_attempts', status: 'failed' })).data.length, 1, 'failed: dead ones too');
+  t.is((await admin.listDeliveries({ tenant: 'tenant_attempts', status: 'ok' })).data.length, 1);
+});
+
+test('an event that reached no endpoint says why; a routed one where it went', async (t) => {
+  const r = await h.receiver(() => 200);
+  await h.publish('tenant_lonely', 'user.created', { userId: 'user_lonely' });
+  await h.store.create('tenant_orgs' as TenantId, { url: r.url, events: ['organization.*'] });
+  await h.publish('tenant_orgs', 'user.created', { userId: 'user_filtered' });
+  const { endpoint } = await h.store.create('tenant_routed' as TenantId, { url: r.url, events: ['*'] });
+  await h.publish('tenant_routed', 'user.deleted', { userId: 'user_routed' });
+
+  const trace = (tenant: string, user: string, expect: RegExp) => eventually(async () => {
+    const { data } = await admin.traceEvents({ tenant, user });
+    return data.length === 1 && expect.test(data[0]!.summary) ? data[0] : undefined;
+  }, 30_000, `trace of ${user}`);
+  t.like(await trace('tenant_lonely', 'user_lonely', /^not routed: no subscriber/), { verdict: 'not_routed', event_type: 'user.created' });
+  t.like(await trace('tenant_orgs', 'user_filtered', /^not routed: filtered by event type/), { verdict: 'not_routed' });
+  const routed = await trace('tenant_routed', 'user_routed', /delivered/);
+  t.is(routed!.summary, `routed to 1 endpoint: ${endpoint.id} delivered (1 delivered)`);
+  // The same by webhook-id, from the CLI.
+  const run = await cli(['events', 'trace', '--webhook-id', routed!.webhook_id!]);
+  t.is(run.code, 0, run.stderr);
+  t.regex(run.stdout, new RegExp(`routed to 1 endpoint: ${endpoint.id} delivered`));
+  const rejected = await admin.traceEvents({ user: 'user_x' }).catch((e: Error) => e.message);
+  t.regex(String(rejected), /needs tenant/);
+});
+
+test('the CLI searches the log; bad input is refused with a clear error', async (t) => {
+  const r = await h.receiver(() => 200);
+  const { endpoint } = await h.store.create('tenant_cli_log' as TenantId, { url: r.url, events: ['user.*'] });
+  await h.publish('tenant_cli_log', 'user.created', { userId: 'user_cli' });
+  await deliveries({ tenant: 'tenant_cli_log' }, 1, 'ok');
+  const json = await cli(['deliveries', 'list', '--tenant', 'tenant_cli_log', '--user', 'user_cli', '--status', 'ok', '--since', '1h', '--json', '--attempts']);
+  t.is(json.code, 0, json.stderr);
+  const out = JSON.parse(json.stdout) as { data: (DeliveryLogOut & { attempt_log: unknown[] })[] };
+  t.like(out.data, [{ endpoint_id: endpoint.id, status: 'ok', attempt_log: [{ status_code: 200 }] }]);
+  const text = await cli(['deliveries', 'list', '--endpoint', endpoint.id]);
+  t.regex(text.stdout, /LAST ATTEMPT\s+STATUS\s+WEBHOOK-ID/);
+  t.regex(text.stdout, new RegExp(`ok\\s+msg_\\w+\\s+${endpoint.id}`));
+  const bad = await cli(['deliveries', 'list', '--status', 'lost']);
+  t.is(bad.code, 1);
+  t.regex(bad.stderr, /status must be one of ok, failed, queued, dead, dropped/);
+});
+
+test('erasing a user removes their deliveries from the log', async (t) => {
+  const r = await h.receiver(() => 200);
+  await h.store.create('tenant_erase_log' as TenantId, { url: r.url, events: ['user.*'] });
+  await h.publish('tenant_erase_log', 'user.created', { userId: 'user_gone' });
+  await h.publish('tenant_erase_log', 'user.created', { userId: 'user_kept' });
+  await deliveries({ tenant: 'tenant_erase_log' }, 2, 'ok');
+  const erased = await admin.eraseSubject({ tenant: 'tenant_erase_log', user: 'user_gone' });
+  t.true(erased.stores.attempts.erased >= 2, 'its attempt and its delivery rows');
+  const left = (await admin.listDeliveries({ tenant: 'tenant_erase_log' })).data;
+  t.is(left.length, 1);
+  t.regex(r.received.find((x) => x.headers['webhook-id'] === left[0]!.webhook_id)!.body, /user_kept/);
+});
