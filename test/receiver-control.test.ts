@@ -3,6 +3,7 @@
 // Serial: concurrency is per process, and the second instance of the rate-limit test would pull every
 // endpoint's consumer too.
 import test from 'ava';
+import { isRetiredRateLimitStream, rateBuckets } from '../streams/rate-limits.ts';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
@@ -186,4 +187,22 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
   t.true(elapsed >= 5000, `30 deliveries at 5/s took ${elapsed} ms`);
   const failed = await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: `attempts.${endpoint.id}.>` });
   t.deepEqual(failed.state.subjects ?? {}, {}, 'no failed attempt recorded');
+  // A limit of 5 takes its tokens from the buckets of 4 and 1: no stream of its own.
+  const tokenStreams: string[] = [];
+  for await (const si of h.service.jsm.streams.list('rate_limit.>')) tokenStreams.push(si.config.name);
+  t.deepEqual(tokenStreams.sort(), ['RATE_LIMIT_1', 'RATE_LIMIT_4']);
+});
+
+test('a rate limit is split into power-of-two buckets that add up to it', (t) => {
+  t.deepEqual(rateBuckets(1), [1]);
+  t.deepEqual(rateBuckets(5), [4, 1]);
+  t.deepEqual(rateBuckets(1000), [512, 256, 128, 64, 32, 8]);
+  t.deepEqual(rateBuckets(8192), [8192]);
+  for (let n = 1; n <= 10_000; n++) {
+    const b = rateBuckets(n);
+    if (b.reduce((x, y) => x + y, 0) !== n || b.some((x) => (x & (x - 1)) !== 0)) return t.fail(`buckets of ${n}: ${b.join(',')}`);
+  }
+  t.false(isRetiredRateLimitStream('RATE_LIMIT_64'));
+  t.true(isRetiredRateLimitStream('RATE_LIMIT_5'));
+  t.false(isRetiredRateLimitStream('DELIVERIES_5'));
 });

@@ -28,7 +28,7 @@ import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jets
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader, deliveryAddress, keyedSubjects } from '../../streams/deliveries.ts';
 import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
-import { rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
+import { rateBuckets, rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -91,13 +91,13 @@ export function createDeliveryStates(deps: {
   /** Whether a rate-limited endpoint's consumer has every slot taken (its backlog waits on the limit). */
   /** Whether the endpoint's rate-limit window is full now (its tokens, streams/rate-limits.ts). */
   async function windowFull(endpoint: string, perSecond: number): Promise<boolean> {
-    const subject = rateLimitSubject(perSecond, endpoint);
-    try {
-      const si = await jsm.streams.info(rateLimitStream(perSecond), { subjects_filter: subject });
-      return (si.state.subjects?.[subject] ?? 0) >= perSecond;
-    } catch {
-      return false; // no token stream (yet): nothing to wait on
+    let tokens = 0;
+    for (const bucket of rateBuckets(perSecond)) {
+      const subject = rateLimitSubject(bucket, endpoint);
+      const si = await jsm.streams.info(rateLimitStream(bucket), { subjects_filter: subject }).catch(() => undefined);
+      tokens += si?.state.subjects?.[subject] ?? 0; // no token stream (yet): nothing to wait on there
     }
+    return tokens >= perSecond;
   }
 
   async function routerAckFloor(): Promise<number> {
