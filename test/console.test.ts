@@ -132,12 +132,22 @@ test.serial('every page is one link away and shows what the issue lists; the del
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
     await page.getByRole('heading', { level: 1, name }).waitFor();
   }
+  // The delivery log, searched as a person would: by tenant, user and status; the row opens its attempts.
   await page.getByRole('link', { name: 'Deliveries', exact: true }).click();
-  await page.getByLabel('Webhook id').fill(letter.webhook_id);
-  await page.getByLabel('Endpoint').fill(endpointId);
-  await page.getByRole('button', { name: 'Show' }).click();
+  await page.getByLabel('Tenant').fill('tenant_console');
+  await page.getByLabel('User id').fill('user_1');
+  await page.getByLabel('Status').selectOption('ok');
+  await page.getByRole('button', { name: 'Search' }).click();
+  const rows = page.locator('table tbody tr');
+  await rows.first().waitFor();
+  t.is(await rows.count(), 1, 'user_1 has one delivery');
+  t.regex((await rows.first().textContent())!, new RegExp(`ok\\s*${letter.webhook_id}\\s*${endpointId}\\s*tenant_console\\s*user\\.created\\s*3\\s*204`));
+  await rows.first().getByRole('link', { name: `Attempts of ${letter.webhook_id} to ${endpointId}` }).click();
   await page.getByRole('heading', { name: 'acknowledged' }).waitFor();
-  t.is(await page.locator('ol.timeline li').count(), 3, 'two failed attempts, then the 2xx');
+  const attempts = page.locator('table tbody tr');
+  t.is(await attempts.count(), 3, 'two failed attempts, then the 2xx');
+  t.regex((await attempts.nth(0).textContent())!, /failed\s*500.*HTTP 500\s*nope/s);
+  t.regex((await attempts.nth(2).textContent())!, /ok\s*204/);
 
   await page.getByRole('link', { name: 'Endpoints', exact: true }).click();
   const row = page.locator('tr', { hasText: endpointId });

@@ -16,7 +16,7 @@ import type { Asset } from './assets.ts';
 import { toString, type Html } from './html.ts';
 import type { Flash, Viewer } from './layout.ts';
 import {
-  auditPage, deadLetterFilterOf, deadLetterPage, deadLettersPage, deliveriesPage, endpointsPage, errorPage, overviewPage, rejectedPage,
+  auditPage, deadLetterFilterOf, deadLetterPage, deadLettersPage, deliveriesPage, deliveryPage, DELIVERY_SEARCH_FIELDS, endpointsPage, errorPage, overviewPage, rejectedPage,
   rejectedShowPage, replayAllConfirmPage, replayAllResultPage, signInPage, type Query,
 } from './pages.ts';
 import {
@@ -182,12 +182,23 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
 
   router.get('/deliveries', async (ctx) => {
     const q = first(ctx.query);
-    if (!q['webhook_id'] || !q['endpoint']) return send(ctx, deliveriesPage(viewer(ctx), q, undefined));
+    const webhookId = q['webhook_id'];
+    const endpoint = q['endpoint'];
+    if (webhookId && endpoint && !q['search']) {
+      // One delivery (a row of the search, or a dead letter's link): its state and every logged attempt.
+      const attempts = (await admin(ctx).deliveryAttempts({ webhook_id: webhookId, endpoint })).data;
+      const shown = await admin(ctx).showDelivery({ webhook_id: webhookId, endpoint }).then((s) => ({ s }), (e: unknown) => {
+        if (!isHookstreamError(e) || (e.code !== ErrorCode.BadRequest && e.code !== ErrorCode.NotFound)) throw e;
+        return { note: e.message };
+      });
+      return send(ctx, deliveryPage(viewer(ctx), webhookId, endpoint, 's' in shown ? shown.s : undefined, attempts, 'note' in shown ? shown.note : undefined));
+    }
+    const filter = defined(Object.fromEntries(DELIVERY_SEARCH_FIELDS.map((k) => [k, q[k]])));
     try {
-      send(ctx, deliveriesPage(viewer(ctx), q, await admin(ctx).showDelivery({ webhook_id: q['webhook_id'], endpoint: q['endpoint'] })));
+      send(ctx, deliveriesPage(viewer(ctx), q, await admin(ctx).listDeliveries({ ...filter, ...(q['cursor'] ? { cursor: q['cursor'] } : {}) })));
     } catch (e) {
-      if (!isHookstreamError(e) || (e.code !== ErrorCode.BadRequest && e.code !== ErrorCode.NotFound)) throw e;
-      send(ctx, deliveriesPage(viewer(ctx), q, undefined, e.message), STATUS[e.code] ?? 400);
+      if (!isHookstreamError(e) || e.code !== ErrorCode.BadRequest) throw e;
+      send(ctx, deliveriesPage(viewer(ctx), q, undefined, e.message), 400);
     }
   });
 

@@ -1,8 +1,8 @@
 // The console's pages, rendered on the server from the admin subjects' answers. Everything tenant-written
 // (payloads, ids, URLs, error texts) goes through the `html` tag's escaping; payloads sit in <pre> as text.
 import type {
-  AuditEntryOut, DeadLetterOut, DeadLetterShowOut, DeadLettersReplayManyOut, DeliveryShowOut, EndpointListOut, OverviewOut,
-  RejectedEventShowOut, RejectedEventsListOut,
+  AttemptLogOut, AuditEntryOut, DeadLetterOut, DeadLetterShowOut, DeadLettersReplayManyOut, DeliveriesListOut, DeliveryLogOut, DeliveryShowOut,
+  EndpointListOut, OverviewOut, RejectedEventShowOut, RejectedEventsListOut,
 } from '../admin/protocol.ts';
 import { href, html, type Html, type Value } from './html.ts';
 import { csrfField, page, publicPage, type Flash, type Viewer } from './layout.ts';
@@ -146,16 +146,47 @@ ${failed.length ? table('Not replayed', ['Dead letter', 'Why'], failed.map((f) =
 <p><a href="${href('/dead-letters', filter)}">Back to the dead letters</a></p>`);
 }
 
-export function deliveriesPage(v: Viewer, q: Query, s: DeliveryShowOut | undefined, error?: string): Html {
-  return page(v, '/deliveries', 'Deliveries', html`
-<form method="get" action="/deliveries" aria-label="Find a delivery">
+const DELIVERY_STATUSES = ['', 'ok', 'failed', 'queued', 'dead', 'dropped'];
+export const DELIVERY_SEARCH_FIELDS = ['tenant', 'endpoint', 'event', 'user', 'status', 'webhook_id', 'since', 'until'] as const;
+
+function deliverySearchForm(q: Query): Html {
+  return html`<form method="get" action="/deliveries" aria-label="Search deliveries">
 <div class="filters">
-${field('webhook_id', 'Webhook id', q['webhook_id'], { placeholder: 'msg_…', required: true })}
-${field('endpoint', 'Endpoint', q['endpoint'], { placeholder: 'webhook_…', required: true })}
+${field('tenant', 'Tenant', q['tenant'])}
+${field('endpoint', 'Endpoint', q['endpoint'], { placeholder: 'webhook_…' })}
+${field('event', 'Event type', q['event'], { placeholder: 'user.created' })}
+${field('user', 'User id', q['user'], { placeholder: 'with a tenant' })}
+<label for="f-status">Status
+<select id="f-status" name="status">${DELIVERY_STATUSES.map((s) => html`<option value="${s}"${q['status'] === s ? html` selected` : ''}>${s || 'any'}</option>`)}</select>
+</label>
+${field('webhook_id', 'Webhook id', q['webhook_id'], { placeholder: 'msg_…' })}
+${field('since', 'Since (UTC)', q['since'], { placeholder: '2026-01-31T08:00:00Z' })}
+${field('until', 'Before (UTC)', q['until'], { placeholder: '2026-01-31T09:00:00Z' })}
 </div>
-<button type="submit">Show</button>
-</form>
+<button type="submit" name="search" value="1">Search</button>
+</form>`;
+}
+
+const deliveryLink = (d: Pick<DeliveryLogOut, 'webhook_id' | 'endpoint_id'>) => href('/deliveries', { webhook_id: d.webhook_id, endpoint: d.endpoint_id });
+
+export function deliveriesPage(v: Viewer, q: Query, list: DeliveriesListOut | undefined, error?: string): Html {
+  const filter = Object.fromEntries(DELIVERY_SEARCH_FIELDS.map((k) => [k, q[k]]));
+  return page(v, '/deliveries', 'Deliveries', html`
+${deliverySearchForm(q)}
 ${error ? html`<p role="alert" class="flash error">${error}</p>` : ''}
+${list ? (list.data.length
+    ? table('Deliveries', ['Last attempt', 'Status', 'Webhook id', 'Endpoint', 'Tenant', 'Event', 'Attempts', 'Code', 'Latency'], list.data.map((d) => html`<tr>
+<td>${time(d.last_attempt_at)}</td><td>${d.status}</td><td><a href="${deliveryLink(d)}" aria-label="Attempts of ${d.webhook_id} to ${d.endpoint_id}"><code>${d.webhook_id}</code></a></td>
+<td><a href="${href('/endpoints/' + d.endpoint_id)}"><code>${d.endpoint_id}</code></a></td><td>${d.tenant}</td><td>${d.event_type}</td><td>${d.attempts}</td><td>${dash(d.status_code ?? d.error)}</td><td>${d.latency_ms} ms</td></tr>`))
+    : html`<p>No deliveries match.</p>`) : html`<p><small>Every attempt is kept for HOOKSTREAM_ATTEMPT_RETENTION (7 days). A user id needs its tenant.</small></p>`}
+${list ? nextLink('/deliveries', { ...filter, search: '1' }, list.next_cursor) : ''}`);
+}
+
+/** One delivery: where it stands (admin.deliveries.show, when it could be told) and every attempt in the log. */
+export function deliveryPage(v: Viewer, webhookId: string, endpoint: string, s: DeliveryShowOut | undefined, attempts: AttemptLogOut[], note?: string): Html {
+  return page(v, '/deliveries', `Delivery ${webhookId}`, html`
+<p><code>${webhookId}</code> to <a href="${href('/endpoints/' + endpoint)}"><code>${endpoint}</code></a></p>
+${note ? html`<p role="status">${note}</p>` : ''}
 ${s ? html`<section aria-labelledby="h-state"><h2 id="h-state">${s.state}</h2>
 <p>${s.reason}</p>
 <dl>
@@ -163,11 +194,14 @@ ${s ? html`<section aria-labelledby="h-state"><h2 id="h-state">${s.state}</h2>
 <dt>Attempts</dt><dd>${s.attempts}</dd><dt>Next attempt</dt><dd>${time(s.next_attempt_at)}</dd>
 ${s.waiting_on ? html`<dt>Waiting on</dt><dd>${s.waiting_on}</dd>` : ''}
 ${s.dead_letter ? html`<dt>Dead letter</dt><dd><a href="/dead-letters/${s.dead_letter.id}"><code>${s.dead_letter.id}</code></a> (${s.dead_letter.status})</dd>` : ''}
-</dl>
-<h3>Attempts</h3>
-${s.history.length ? html`<ol class="timeline">${s.history.map((a) => html`<li>${time(a.at)}: attempt ${a.attempt} failed, ${dash(a.status)} ${dash(a.error)} (${a.duration_ms} ms)${a.next_attempt_at ? html`; next due ${time(a.next_attempt_at)}` : ''}</li>`)}
-${s.state === 'acknowledged' ? html`<li>then answered 2xx: acknowledged</li>` : ''}</ol>` : html`<p>No failed attempt recorded${s.state === 'acknowledged' ? '; the endpoint answered 2xx' : ''}.</p>`}
-</section>` : ''}`);
+</dl></section>` : ''}
+<h2>Attempts</h2>
+${attempts.length
+    ? table('Attempts', ['#', 'At', 'Status', 'Code', 'Latency', 'Error', 'Answer'], attempts.map((a) => html`<tr>
+<td>${a.attempt}</td><td>${time(a.at)}</td><td>${a.status}</td><td>${dash(a.status_code)}</td><td>${a.latency_ms} ms</td><td>${dash(a.error)}</td><td><code>${dash(a.response_body)}</code></td></tr>`))
+    : s && s.history.length
+      ? html`<ol class="timeline">${s.history.map((a) => html`<li>${time(a.at)}: attempt ${a.attempt} failed, ${dash(a.status)} ${dash(a.error)} (${a.duration_ms} ms)</li>`)}</ol>`
+      : html`<p>No attempt in the delivery log.</p>`}`);
 }
 
 export function endpointsPage(v: Viewer, q: Query, list: EndpointListOut, flash?: Flash): Html {
