@@ -38,7 +38,7 @@ async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
 
 export const erase: Command = {
   name: 'erase',
-  summary: "Erase every stored payload of a tenant that carries a user's or an organization's id",
+  summary: "Erase a tenant's stored payloads that carry a user's or an organization's id",
   help: [
     'Options:',
     '  --tenant T            the tenant',
@@ -52,8 +52,10 @@ export const erase: Command = {
     '                        DATABASE_URL and HOOKSTREAM_MASTER_KEY)',
     '',
     'Removes the events, queued deliveries (which are then never delivered), attempt records, dead',
-    "letters and rejected events of the tenant that carry the id, published before the command ran, and",
-    'prints how many it erased in each store. Copies already delivered to receivers are not erased.',
+    "letters, their queued replays and rejected events of the tenant that carry the id, published before",
+    'the command ran, and prints how many it erased in each store. Copies already delivered to receivers',
+    "are not erased, and the bytes of deliveries acknowledged before stay in their queue's store file until",
+    'NATS drops its block (docs/erasure-and-retention.md, "What is left on disk after an erasure").',
     'Running it again erases nothing more. Audited, with the id; the payloads are never logged.',
     'Asks the admin subject, as the operator user.',
   ].join('\n'),
