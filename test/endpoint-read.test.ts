@@ -1,6 +1,8 @@
 // Reading one endpoint for a tenant (issue 8, point 7): another tenant's id is answered with the same
 // work as a missing id (the same NATS requests, counted on the wire), and a malformed message on an
-// endpoint's subject is skipped and logged instead of failing every command on that endpoint.
+// endpoint's subject is skipped and logged instead of failing every command on that endpoint. A command's
+// read costs the same two message gets at the 300th write as at the first and leaves no consumer behind,
+// also when it is refused (409); a state saved before events it lacks is brought up to date.
 import test from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -12,7 +14,7 @@ import type { EndpointStore } from '../src/endpoints/store.ts';
 import type { NewEndpoint } from '../src/domain/endpoint.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { createLogger } from '../src/log.ts';
-import { endpointSubject } from '../streams/endpoints.ts';
+import { ENDPOINT_STATES_STREAM, ENDPOINTS_STREAM, endpointStateSubject, endpointSubject } from '../streams/endpoints.ts';
 import { newEndpointId, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 
 let h: Harness;
@@ -60,7 +62,7 @@ test.serial('another tenant\'s endpoint id costs exactly the NATS requests a mis
 
   const foreign = await trace(() => store.get('tenant_x' as TenantId, endpoint.id));
   const absent = await trace(() => store.get('tenant_x' as TenantId, missing));
-  t.deepEqual(foreign.subjects, ['$JS.API.STREAM.MSG.GET.ENDPOINTS'], 'one request, for the subject\'s first message');
+  t.deepEqual(foreign.subjects, ['$JS.API.STREAM.MSG.GET.ENDPOINT_STATES', '$JS.API.STREAM.MSG.GET.ENDPOINTS'], 'the saved state and the last event');
   t.deepEqual(absent.subjects, foreign.subjects);
   t.like(foreign.error, { code: 'not_found' });
   t.like(absent.error, { code: 'not_found' });
@@ -70,14 +72,14 @@ test.serial('another tenant\'s endpoint id costs exactly the NATS requests a mis
     () => store.rotateSecret('tenant_x' as TenantId, endpoint.id),
   ]) {
     const w = await trace(write);
-    t.deepEqual(w.subjects, absent.subjects, 'writes check the tenant with the same single request');
+    t.deepEqual(w.subjects, absent.subjects, 'writes check the tenant with the same requests');
     t.like(w.error, { code: 'not_found' });
   }
 
-  // The owner still gets the folded state (more requests: that is the owner's path only).
+  // The owner gets its state with the same requests.
   const own = await trace(() => store.get('tenant_owner' as TenantId, endpoint.id));
   t.is(own.error, undefined);
-  t.true(own.subjects.length > 1);
+  t.is(own.subjects.length, 2);
 
   // Over HTTP: the same status and envelope for both, apart from the id named in the message.
   const key = (await createApiKey(h.service.orm!.em.fork(), 'tenant_x' as TenantId, 'test')).key;
@@ -110,4 +112,46 @@ test.serial('an id that is not an endpoint id makes no request at all', async (t
   const r = await trace(() => store.get('tenant_x' as TenantId, 'webhook_*' as EndpointId));
   t.deepEqual(r.subjects, []);
   t.like(r.error, { code: 'not_found' });
+});
+
+const GETS = ['$JS.API.STREAM.MSG.GET.ENDPOINT_STATES', '$JS.API.STREAM.MSG.GET.ENDPOINTS'];
+const consumers = async () => (await (await jetstreamManager(nc, { checkAPI: false })).streams.info(ENDPOINTS_STREAM)).state.consumer_count;
+
+test.serial('the 300th write reads its endpoint with the same two message gets as the first, and 300 refused restores leave no consumer', async (t) => {
+  const tenant = 'tenant_busy' as TenantId;
+  const { endpoint } = await store.create(tenant, body);
+  const before = await consumers();
+  const first = await trace(() => store.update(tenant, endpoint.id, { description: 'write 1' }));
+  t.deepEqual(first.subjects.slice(0, 2), GETS);
+  for (let i = 2; i < 300; i++) await store.update(tenant, endpoint.id, { description: `write ${i}` });
+  const last = await trace(() => store.update(tenant, endpoint.id, { description: 'write 300' }));
+  t.deepEqual(last.subjects, first.subjects, 'the same requests: the read does not grow with the history');
+  for (let i = 0; i < 300; i++) {
+    const refused = await trace(() => store.restore(tenant, endpoint.id));
+    t.like(refused.error, { code: 'conflict' });
+    if (i === 0) t.deepEqual(refused.subjects, GETS);
+  }
+  t.true(await consumers() <= before, 'no consumer was created for a read');
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const subject = endpointStateSubject(endpoint.id);
+  t.is((await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject], 1, 'one saved state per endpoint');
+  t.is((await store.get(tenant, endpoint.id)).description, 'write 300');
+});
+
+test.serial('a saved state that lacks events, or is missing, is brought up to date by a fold of what it lacks', async (t) => {
+  const tenant = 'tenant_legacy' as TenantId;
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const { endpoint } = await store.create(tenant, body);
+  // Events another writer appended without saving a state (an older version of the service, a crash between the two).
+  const last = (await jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: endpointSubject(endpoint.id) }))!.seq;
+  await js.publish(endpointSubject(endpoint.id), JSON.stringify({ v: 1, type: 'endpoint.updated', id: endpoint.id, description: 'behind', at: new Date().toISOString() }), { expect: { lastSubjectSequence: last } });
+  t.is((await store.get(tenant, endpoint.id)).description, 'behind');
+  t.is((await store.get('tenant_x' as TenantId, endpoint.id).catch((e: unknown) => e) as { code?: string }).code, 'not_found');
+  // No saved state at all: the whole (short) history is folded once, then saved.
+  await jsm.streams.purge(ENDPOINT_STATES_STREAM, { filter: endpointStateSubject(endpoint.id) });
+  const updated = await store.update(tenant, endpoint.id, { description: 'folded' });
+  t.is(updated.endpoint.description, 'folded');
+  const again = await trace(() => store.get(tenant, endpoint.id));
+  t.deepEqual(again.subjects, GETS, 'saved again: the next read folds nothing');
 });

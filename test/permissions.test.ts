@@ -136,7 +136,7 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
     ['$JS.API.STREAM.MSG.DELETE.ROUTED', '{"seq":1}'],
     // Message deletes are allowed by stream name: rate tokens, the other state, shards past the largest
     // HOOKSTREAM_DELIVERY_SHARDS and any stream added later are refused.
-    ...['RATE_LIMIT_1', 'RATE_LIMIT_10000', 'ENDPOINT_SNAPSHOTS', 'ENDPOINT_HEALTH', 'OPS', 'DEAD_LETTER_ADVISORIES', `DELIVERIES_${MAX_DELIVERY_SHARDS}`, 'STOLEN']
+    ...['RATE_LIMIT_1', 'RATE_LIMIT_10000', 'ENDPOINT_SNAPSHOTS', 'ENDPOINT_STATES', 'ENDPOINT_HEALTH', 'OPS', 'DEAD_LETTER_ADVISORIES', `DELIVERIES_${MAX_DELIVERY_SHARDS}`, 'STOLEN']
       .map((name): [string, string] => [`$JS.API.STREAM.MSG.DELETE.${name}`, '{"seq":1}']),
     ['$JS.API.STREAM.PURGE.ATTEMPTS', '{}'],
     ['$JS.API.STREAM.UPDATE.EVENTS', '{"name":"EVENTS","subjects":["events.>"],"max_age":1000000000}'],
@@ -148,7 +148,7 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
   ];
   for (const [subject, body] of api) t.is((await refused(nc.request(subject, body, { timeout: 5000 })))?.operation, 'publish', subject);
   const writes = [
-    'events.tenant_perm.user.deleted', 'endpoints.webhook_forged', 'attempts.webhook_x.msg_x', 'rejected.tenant_perm',
+    'events.tenant_perm.user.deleted', 'endpoints.webhook_forged', 'endpoint_states.webhook_forged', 'attempts.webhook_x.msg_x', 'rejected.tenant_perm',
     'ops.tenant_perm.endpoint.disabled', 'endpoint_health.webhook_x', 'rate_limit.1.webhook_x', 'routed.1', 'admin.dead_letters.list',
   ];
   for (const subject of writes) t.is((await refused(nc.request(subject, '{}', { timeout: 5000 })))?.operation, 'publish', subject);

@@ -1,27 +1,66 @@
-// Read one endpoint's state straight from its subject in the ENDPOINTS stream (the source of truth),
-// so a command never decides on a stale projection.
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type MsgRequest, type NextMsgRequest } from '@nats-io/jetstream';
-import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+// Read one endpoint's state for a command or an operator, from the streams (the source of truth), so a
+// command never decides on a stale projection, and with no consumer: the endpoint's saved state
+// (ENDPOINT_STATES, written after each command) and the last message of its ENDPOINTS subject, two message
+// gets, whatever the length of its history. Only the events the saved state lacks are folded, one message
+// get each: none after a command of this service, all of them once for an endpoint written before states
+// were saved. A saved state is checked like any state the fold makes, and trusted only for the events
+// it stands for.
+import type { JetStreamManager, MsgRequest, NextMsgRequest, StoredMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, type JetStreamClient } from '@nats-io/jetstream';
+import { ENDPOINT_STATES_STREAM, ENDPOINTS_STREAM, endpointStateSubject, endpointSubject } from '../../streams/endpoints.ts';
+import { isApiError } from '../../streams/ensure.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
 import { isEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
-import { decodeEndpointEvent, foldEndpointMessage } from './fold.ts';
+import { describe } from '../errors.ts';
+import { decodeEndpointEvent, endpointStateProblem, foldEndpointMessage } from './fold.ts';
 
 export interface ReadOptions {
   /**
-   * Only this tenant's endpoint: another tenant's id costs exactly what a missing one costs (one
-   * request for the subject's first message), so timing cannot tell them apart.
+   * Only this tenant's endpoint: another tenant's id costs what a missing one costs (the same two
+   * requests, sent together), so timing cannot tell them apart.
    */
   tenant?: TenantId;
   /** Where skipped (malformed) events are reported. */
   log?: Logger;
+  /** Save the state when events had to be folded (the command side), so the next read folds none. */
+  save?: boolean;
 }
 
 /**
- * The first message on a subject. STREAM.MSG.GET takes next_by_subj (nats-server 2.9+) though the client's
- * type for getMessage leaves it out; direct get would need allow_direct on the stream.
+ * The first message at or after `seq` on a subject. STREAM.MSG.GET takes next_by_subj (nats-server 2.9+)
+ * though the client's type for getMessage leaves it out.
  */
-const firstOf = (subject: string): MsgRequest => ({ seq: 0, next_by_subj: subject }) as NextMsgRequest as unknown as MsgRequest;
+const nextOf = (subject: string, seq: number): MsgRequest => ({ seq, next_by_subj: subject }) as NextMsgRequest as unknown as MsgRequest;
+
+/** A message get that answers undefined for a stream that does not exist (yet), like for a missing message. */
+async function getOrNone(jsm: JetStreamManager, stream: string, query: MsgRequest): Promise<StoredMsg | undefined> {
+  try {
+    return (await jsm.streams.getMessage(stream, query)) ?? undefined;
+  } catch (e) {
+    if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return undefined;
+    throw e;
+  }
+}
+
+/** The saved state of `id`, when there is one and it is well formed. */
+function savedState(m: StoredMsg | undefined, id: EndpointId): EndpointState | undefined {
+  if (!m) return undefined;
+  let s: EndpointState;
+  try {
+    s = m.json<{ v: number; state: EndpointState }>().state;
+  } catch {
+    return undefined;
+  }
+  const usable = typeof s === 'object' && s !== null && s.id === id && Array.isArray(s.secrets) && Number.isSafeInteger(s.version) && s.version > 0
+    && endpointStateProblem(s) === undefined;
+  return usable ? s : undefined;
+}
+
+/** Save `state` as the endpoint's latest (a cache: losing a write costs the next read a short fold). */
+export async function saveEndpointState(js: JetStreamClient, state: EndpointState): Promise<void> {
+  await js.publish(endpointStateSubject(state.id), JSON.stringify({ v: 1, state }));
+}
 
 export async function readEndpoint(
   js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
@@ -29,33 +68,44 @@ export async function readEndpoint(
   // A wildcard or dotted id would name other subjects.
   if (!isEndpointId(id)) return undefined;
   const subject = endpointSubject(id);
-  if (opts.tenant !== undefined) {
-    // endpoint.created is always the subject's first event and names the tenant. A missing id makes the
-    // same single request and finds nothing; the costly fold below runs for the owner only.
-    const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, firstOf(subject));
-    if (!first) return undefined;
-    const created = decodeEndpointEvent(first);
-    if (!created.ok || created.event.type !== 'endpoint.created' || created.event.tenant !== opts.tenant) return undefined;
-  }
-  const last = await jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject });
+  const [saved, last] = await Promise.all([
+    getOrNone(jsm, ENDPOINT_STATES_STREAM, { last_by_subj: endpointStateSubject(id) }),
+    jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject }),
+  ]);
+  // No history (never created, or purged): whatever was saved stands for nothing.
   if (!last) return undefined;
-  const consumer = await js.consumers.get(ENDPOINTS_STREAM, { filter_subjects: subject, deliver_policy: DeliverPolicy.All });
-  let state: EndpointState | undefined;
-  const messages = await consumer.consume({ max_messages: 64 });
-  try {
-    for await (const m of messages) {
-      // One bad message must not make every command on the endpoint fail: skip it, as every reader does.
-      const step = foldEndpointMessage(m, () => state);
-      if (step.ok) state = step.state;
-      else {
-        opts.log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: id, reason: step.reason });
-        // The next command's expected last subject sequence is this message's, or it would conflict for ever.
-        if (state) state = { ...state, version: m.seq };
-      }
-      if (m.seq >= last.seq) break;
+  let state = savedState(saved, id);
+  // Past the stream's last event: saved from a stream since recreated.
+  if (state && state.version > last.seq) state = undefined;
+  // Behind: the event it was saved at must still be this endpoint's, or it belongs to another history.
+  if (state && state.version < last.seq && (await getOrNone(jsm, ENDPOINTS_STREAM, { seq: state.version }))?.subject !== subject) state = undefined;
+  if (opts.tenant !== undefined) {
+    if (state) {
+      if (state.tenant !== opts.tenant) return undefined;
+    } else {
+      // endpoint.created is always the subject's first event and names the tenant: the fold below runs for the owner only.
+      const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, 0));
+      if (!first) return undefined;
+      const created = decodeEndpointEvent(first);
+      if (!created.ok || created.event.type !== 'endpoint.created' || created.event.tenant !== opts.tenant) return undefined;
     }
-  } finally {
-    await messages.close();
+  }
+  const from = state?.version ?? 0;
+  for (let at = from; at < last.seq;) {
+    const m = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, at + 1));
+    if (!m || m.seq > last.seq) break;
+    // One bad message must not make every command on the endpoint fail: skip it, as every reader does.
+    const step = foldEndpointMessage(m, () => state);
+    if (step.ok) state = step.state;
+    else {
+      opts.log?.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: id, reason: step.reason });
+      // The next command's expected last subject sequence is this message's, or it would conflict for ever.
+      if (state) state = { ...state, version: m.seq };
+    }
+    at = m.seq;
+  }
+  if (opts.save && state && state.version > from) {
+    await saveEndpointState(js, state).catch((e: unknown) => opts.log?.warn('endpoint state not saved', { endpoint: id, reason: describe(e) }));
   }
   return state;
 }

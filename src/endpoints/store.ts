@@ -10,8 +10,8 @@ import {
 } from '../domain/endpoint.ts';
 import { newEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
 import { newEd25519KeyPair, newSigningSecret, SignatureScheme } from '../domain/signature.ts';
-import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
-import { readEndpoint } from './read.ts';
+import { conflict, describe, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
+import { readEndpoint, saveEndpointState } from './read.ts';
 import type { Logger } from '../log.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
@@ -79,7 +79,10 @@ export function createEndpointStore(deps: {
       const ack = await deps.js.publish(endpointSubject(event.id), JSON.stringify(event), {
         expect: { lastSubjectSequence: state?.version ?? 0 },
       });
-      return { endpoint: applyEndpointEvent(state, event, ack.seq), seq: ack.seq };
+      const endpoint = applyEndpointEvent(state, event, ack.seq);
+      // The event is written: a state not saved only costs the next read a fold of this one event.
+      await saveEndpointState(deps.js, endpoint).catch((e: unknown) => deps.log?.warn('endpoint state not saved', { endpoint: event.id, reason: describe(e) }));
+      return { endpoint, seq: ack.seq };
     } catch (e) {
       if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
       throw e;
@@ -88,7 +91,7 @@ export function createEndpointStore(deps: {
 
   async function get(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
     // The tenant is checked before the stream is folded: another tenant's id costs what a missing one does.
-    const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log });
+    const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log, save: true });
     if (!state || state.tenant !== tenant) throw notFound(`webhook endpoint ${id}`);
     return state;
   }
@@ -138,7 +141,7 @@ export function createEndpointStore(deps: {
     async disable(id, reason) {
       // A few rounds: each lost race means someone else changed the endpoint, which is rare and quick.
       for (let round = 0; round < DISABLE_ROUNDS; round++) {
-        const state = await readEndpoint(deps.js, deps.jsm, id, { log: deps.log });
+        const state = await readEndpoint(deps.js, deps.jsm, id, { log: deps.log, save: true });
         if (!state || state.status !== EndpointStatus.Active) return undefined;
         try {
           return await append(state, { v: 1, type: 'endpoint.disabled', id, reason, at: now() });

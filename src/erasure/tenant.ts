@@ -7,7 +7,7 @@
 // snapshots that hold their state are purged whole (their block files go; the directory folds from the
 // stream until the next snapshot is written).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
+import { ENDPOINT_STATES_STREAM, ENDPOINTS_STREAM, endpointStateSubject, endpointSubject } from '../../streams/endpoints.ts';
 import { ENDPOINT_SNAPSHOTS_STREAM } from '../../streams/endpoint-snapshots.ts';
 import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject } from '../../streams/endpoint-health.ts';
 import { deliveryAddress, keyedConsumerName } from '../../streams/deliveries.ts';
@@ -99,6 +99,8 @@ export async function eraseTenant(deps: {
     s.attempts += await purge(ATTEMPTS_STREAM, `attempts.${id}.>`);
     s.endpoint_health += await purge(ENDPOINT_HEALTH_STREAM, endpointHealthSubject(id));
     s.endpoint_events += await secureErase(ENDPOINTS_STREAM, endpointSubject(id));
+    // Its saved state (a copy of what the events make, sealed secrets included) goes with them.
+    await secureErase(ENDPOINT_STATES_STREAM, endpointStateSubject(id));
   }
   // Snapshots hold every tenant's endpoints in one blob: all go, the next is written 10,000 events on.
   if (rows.length > 0) s.endpoint_snapshots = await purge(ENDPOINT_SNAPSHOTS_STREAM);
