@@ -33,7 +33,9 @@ export async function ensureEndpointsStream(jsm: JetStreamManager, opts?: Ensure
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    max_msgs_per_subject: 1,
+    // Each write deletes the states before it with secure erase (src/endpoints/read.ts); this only bounds
+    // what writes that failed half-way leave.
+    max_msgs_per_subject: 4,
     max_msg_size: 64 * 1024,
   }, opts);
 }

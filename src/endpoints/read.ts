@@ -57,9 +57,19 @@ function savedState(m: StoredMsg | undefined, id: EndpointId): EndpointState | u
   return usable ? s : undefined;
 }
 
-/** Save `state` as the endpoint's latest (a cache: losing a write costs the next read a short fold). */
-export async function saveEndpointState(js: JetStreamClient, state: EndpointState): Promise<void> {
-  await js.publish(endpointStateSubject(state.id), JSON.stringify({ v: 1, state }));
+/**
+ * Save `state` as the endpoint's latest (a cache: losing a write costs the next read a short fold). The
+ * states before it are deleted with secure erase, oldest first: they hold sealed secrets, and a message the
+ * stream's own limit removes leaves its bytes in the store's blocks.
+ */
+export async function saveEndpointState(js: JetStreamClient, jsm: JetStreamManager, state: EndpointState): Promise<void> {
+  const subject = endpointStateSubject(state.id);
+  const { seq } = await js.publish(subject, JSON.stringify({ v: 1, state }));
+  for (;;) {
+    const oldest = await getOrNone(jsm, ENDPOINT_STATES_STREAM, nextOf(subject, 0));
+    if (!oldest || oldest.seq >= seq) return;
+    await jsm.streams.deleteMessage(ENDPOINT_STATES_STREAM, oldest.seq, true);
+  }
 }
 
 export async function readEndpoint(
@@ -105,7 +115,7 @@ export async function readEndpoint(
     at = m.seq;
   }
   if (opts.save && state && state.version > from) {
-    await saveEndpointState(js, state).catch((e: unknown) => opts.log?.warn('endpoint state not saved', { endpoint: id, reason: describe(e) }));
+    await saveEndpointState(js, jsm, state).catch((e: unknown) => opts.log?.warn('endpoint state not saved', { endpoint: id, reason: describe(e) }));
   }
   return state;
 }

@@ -81,7 +81,7 @@ export function createEndpointStore(deps: {
       });
       const endpoint = applyEndpointEvent(state, event, ack.seq);
       // The event is written: a state not saved only costs the next read a fold of this one event.
-      await saveEndpointState(deps.js, endpoint).catch((e: unknown) => deps.log?.warn('endpoint state not saved', { endpoint: event.id, reason: describe(e) }));
+      await saveEndpointState(deps.js, deps.jsm, endpoint).catch((e: unknown) => deps.log?.warn('endpoint state not saved', { endpoint: event.id, reason: describe(e) }));
       return { endpoint, seq: ack.seq };
     } catch (e) {
       if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
