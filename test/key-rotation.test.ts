@@ -17,6 +17,9 @@ import { verifySignature, verifySignatureV1a } from '../src/domain/signature.ts'
 import { applyEndpointEvent, isEndpointEvent } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 import { ENDPOINTS_STREAM, endpointSubject } from '../streams/endpoints.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 
 const TENANT = 'tenant_rot' as TenantId;
 
@@ -316,6 +319,37 @@ test.serial('master key: after a rotation and reseal-dead-letters, erasure finds
   const left = await admin.listDeadLetters({ endpoint: dying.endpoint.id });
   t.is(left.data.length, 1);
   t.like((await admin.showDeadLetter({ id: left.data[0]!.id })).message.body, { data: { userId: 'user_kept' } });
+});
+
+test.serial('the CLI never creates a stream or changes one: its own settings leave the service\'s streams as they are', async (t) => {
+  const configs = async () => {
+    const out: Record<string, unknown> = {};
+    for await (const si of h.service.jsm.streams.list()) out[si.config.name] = si.config;
+    return out;
+  };
+  const before = await configs();
+  t.true(Object.keys(before).length > 5);
+  // A shell without the service's environment, and one with other values than the service's.
+  const run = await cli(['keys', 'reseal-secrets', '--json'], {
+    HOOKSTREAM_MASTER_KEY: k2.master, HOOKSTREAM_QUEUE_RETENTION: '20d', HOOKSTREAM_RETRY_SCHEDULE: '1s', HOOKSTREAM_REPLICAS: '1', HOOKSTREAM_MAX_QUEUED: '5',
+  });
+  t.is(run.code, 0, run.stderr);
+  t.deepEqual(await configs(), before);
+
+  // A NATS without hookstream's streams: the CLI says so and creates none.
+  const bare = await startNatsServer();
+  try {
+    const nowhere = await runCli(['keys', 'reseal-secrets'], { ...process.env, NATS_URL: bare.url, HOOKSTREAM_MASTER_KEY: k2.master });
+    t.is(nowhere.code, 1);
+    t.regex(nowhere.stderr, /has no (EVENTS|ENDPOINTS) stream: start the service \(hookstream serve\) once/);
+    const nc = await connect({ servers: bare.url });
+    const names: string[] = [];
+    for await (const name of (await jetstreamManager(nc)).streams.names()) names.push(name);
+    await nc.close();
+    t.deepEqual(names, []);
+  } finally {
+    await bare.dispose();
+  }
 });
 
 test.serial('no log line of the service shows a key or a secret', (t) => {

@@ -1,5 +1,5 @@
 // What CLI commands share: the configuration, a logger, and short-lived NATS/JetStream connections.
-import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, JetStreamApiCodes, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { withAdminClient, type AdminClient } from '../admin/client.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -8,7 +8,11 @@ import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
 import { useLocalServers } from '../local/index.ts';
-import { ensureStreams, startupJetStreamManager } from '../../streams/index.ts';
+import { startupJetStreamManager } from '../../streams/index.ts';
+import { EVENTS_STREAM } from '../../streams/events.ts';
+import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
+import { isApiError } from '../../streams/ensure.ts';
+import { UnreachableError } from '../errors.ts';
 import { userInfo } from 'node:os';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { UsageError } from './command.ts';
@@ -52,7 +56,21 @@ export async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Pr
   }
 }
 
-/** Run `fn` with a NATS connection (streams ensured), closing it afterwards whatever happens. */
+/**
+ * The streams must exist already: only `serve` creates streams or changes their settings. A CLI run from a
+ * shell without the service's environment would otherwise set their retention, limits and replicas from
+ * its own defaults.
+ */
+async function requireStreams(jsm: JetStreamManager, url: string): Promise<void> {
+  for (const name of [EVENTS_STREAM, ENDPOINTS_STREAM]) {
+    await jsm.streams.info(name).catch((e: unknown) => {
+      if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
+      throw new UnreachableError(`NATS at ${url} has no ${name} stream: start the service (hookstream serve) once, which creates its streams`);
+    });
+  }
+}
+
+/** Run `fn` with a NATS connection to the service's streams (never created or changed here), closing it afterwards whatever happens. */
 export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'service');
   const log = cliLogger(config);
@@ -60,10 +78,7 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
   try {
     const js = jetstream(nc);
     const jsm = await startupJetStreamManager(nc);
-    await ensureStreams(jsm, {
-      shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
-      queueRetentionMs: config.queueRetentionMs,
-    });
+    await requireStreams(jsm, config.natsUrl);
     return await fn({ config, log, nc, js, jsm });
   } finally {
     await nc.drain().catch(() => {});
