@@ -292,3 +292,25 @@ test.serial('a NATS restart mid-delivery: each key still in order', async (t) =>
   await eventually(() => (answered() === KEYS * EVENTS ? true : undefined), 120_000, `every delivery after the restart (${answered()} so far)`);
   for (let k = 0; k < KEYS; k++) t.deepEqual(firstOk.get(`user_n${k}`), Array.from({ length: EVENTS }, (_, n) => n), `key ${k} in order`);
 });
+
+test("the router does not ask for an ordered endpoint's backlog every second while it is far from its bound", async (t) => {
+  const tenant = 'tenant_order_bound_reads' as TenantId;
+  const r = await h.receiver();
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'], ordering: 'key' });
+  const { stream } = deliveryAddress(endpoint.id, h.config.deliveryShards);
+  // Counted from the second event on: the delivery instances have set up the keyed consumer, and the
+  // router read its backlog once, for the first.
+  await h.publish(tenant, 'user.updated', { userId: 'user_reads0', n: -1 });
+  await r.waitFor(1, 30_000);
+  await eventually(() => (second?.directory?.get(endpoint.id) ? true : undefined), 10_000, 'the second instance to see the endpoint');
+  await new Promise((res) => setTimeout(res, 1000)); // its reconcile (which may read the consumer once) is done
+  const reads = h.service.nc.subscribe(`$JS.API.CONSUMER.INFO.${stream}.${keyedConsumerName(endpoint.id)}`);
+  t.teardown(() => reads.unsubscribe());
+  // Four seconds of events: the router read the backlog once a second before.
+  for (let n = 0; n < 20; n++) {
+    await h.publish(tenant, 'user.updated', { userId: `user_reads${n % 3}`, n });
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  await r.waitFor(21, 30_000);
+  t.true(reads.getReceived() <= 1, `${reads.getReceived()} reads of the keyed consumer's backlog`);
+});
