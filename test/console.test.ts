@@ -171,6 +171,33 @@ test.serial('every page is one link away and shows what the issue lists; the del
   await context.close();
 });
 
+test.serial('the overview puts the failing endpoints first and charts a day of deliveries; the endpoint page does the same for one', async (t) => {
+  const { context, page, dialogs } = await freshPage();
+  await signIn(page);
+  // Both endpoints failed in the last hour: the one that never succeeded (0 %) above the one that recovered.
+  const failing = page.locator('section[aria-labelledby="h-failing"] tbody tr');
+  await eventually(async () => {
+    await page.goto(`${url}/`);
+    return (await failing.count()) === 2 ? true : undefined;
+  }, 20_000, 'two failing endpoints on the overview');
+  t.regex((await failing.nth(0).textContent())!, new RegExp(`${bulkEndpointId}\\s*tenant_console.*?0 %\\s*4`, 's'));
+  t.regex((await failing.nth(1).textContent())!, new RegExp(`${endpointId}\\s*tenant_console.*?33\\.3 %\\s*3`, 's'));
+  const chart = page.getByRole('img', { name: 'Deliveries per minute, last 24 hours' });
+  t.true(Number(await chart.getAttribute('data-ok')) >= 1 && Number(await chart.getAttribute('data-failed')) >= 6, 'the chart counts every attempt');
+  t.true((await chart.locator('path.failed').getAttribute('d'))!.startsWith('M'), 'failed attempts drawn');
+
+  await failing.nth(0).getByRole('link', { name: bulkEndpointId }).click();
+  await page.getByRole('heading', { level: 1, name: `Endpoint ${bulkEndpointId}` }).waitFor();
+  const main = (await page.locator('main').textContent())!;
+  t.regex(main, /Last hour\s*4\s*0\s*4\s*0 %/);
+  t.regex(main, /Last error.*HTTP 500/s);
+  const own = page.getByRole('img', { name: 'Deliveries per minute, last 24 hours' });
+  t.is(await own.getAttribute('data-failed'), '4');
+  t.is(await page.locator('section[aria-labelledby="h-recent"] tbody tr').count(), 2, 'its two deliveries');
+  t.deepEqual(dialogs, []);
+  await context.close();
+});
+
 test.serial('markup in a query comes back in the error as text', async (t) => {
   const { context, page, dialogs } = await freshPage();
   await signIn(page);

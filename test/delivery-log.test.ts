@@ -59,6 +59,19 @@ test('failed attempts, then a success: every attempt with its status and body; d
   t.truthy(history[0]!.next_attempt_at);
   const [died] = await deliveries({ tenant: 'tenant_attempts', status: 'dead' }, 1, 'dead');
   t.like(died, { endpoint_id: b.endpoint.id, attempts: 3, status_code: 500 });
+  // The endpoint's health, from the same log.
+  const health = await admin.endpointHealth({ endpoint: b.endpoint.id });
+  t.like(health, {
+    last_hour: { attempts: 3, ok: 0, failed: 3, success_ratio: 0 }, last_day: { attempts: 3 },
+    last_error: { status_code: 500, error: 'HTTP 500' },
+  });
+  t.regex(health.state, /^failing since \d{4}-/);
+  t.true(health.last_hour.p50_ms! >= 0 && health.last_hour.p99_ms! >= health.last_hour.p50_ms!);
+  t.is(health.per_minute!.reduce((n, m) => n + m.failed, 0), 3);
+  const run = await cli(['endpoints', 'health', b.endpoint.id]);
+  t.is(run.code, 0, run.stderr);
+  t.regex(run.stdout, /last hour\s+3\s+0\s+3\s+0\.0%/);
+  t.regex(run.stdout, /last error:\s+\S+\s+500 HTTP 500/);
   t.is((await admin.listDeliveries({ tenant: 'tenant_attempts', status: 'failed' })).data.length, 1, 'failed: dead ones too');
   t.is((await admin.listDeliveries({ tenant: 'tenant_attempts', status: 'ok' })).data.length, 1);
 });

@@ -11,7 +11,7 @@ import {
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut, ERASURE_ROUTING_WAIT_MS, type EraseSubjectIn, type SubjectErasureOut,
-  type DeliveriesListIn, type DeliveriesListOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
+  type DeliveriesListIn, type DeliveriesListOut, type EndpointHealthIn, type EndpointHealthOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
 } from './protocol.ts';
 
 /**
@@ -47,6 +47,7 @@ export interface AdminClient {
   listDeliveries(req: DeliveriesListIn): Promise<DeliveriesListOut>;
   deliveryAttempts(req: DeliveryAttemptsIn): Promise<DeliveryAttemptsOut>;
   traceEvents(req: EventsTraceIn): Promise<EventsTraceOut>;
+  endpointHealth(req: EndpointHealthIn): Promise<EndpointHealthOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -103,6 +104,7 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     listDeliveries: (req) => call(AdminSubject.DeliveriesList, req),
     deliveryAttempts: (req) => call(AdminSubject.DeliveriesAttempts, req),
     traceEvents: (req) => call(AdminSubject.EventsTrace, req),
+    endpointHealth: (req) => call(AdminSubject.EndpointsHealth, req),
     raw: (subject, payload) => raw(subject, payload),
   };
 }

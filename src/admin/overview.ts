@@ -1,7 +1,9 @@
 // What the console's Overview and Endpoints pages show (issue 19), for any admin client: endpoints of every
-// tenant with their status, failing clock and backlog (admin.endpoints.list), and a summary of the whole
-// instance (admin.overview). Read from the endpoint projection, the consumers' info, ENDPOINT_HEALTH,
-// the dead letters, REJECTED and OPS: nothing here changes anything.
+// tenant with their status, failing clock and backlog (admin.endpoints.list), one endpoint's health with its
+// rates and latencies from the delivery log (admin.endpoints.health), and a summary of the whole instance
+// with the failing endpoints first and a day of attempts per minute (admin.overview). Read from the
+// endpoint projection, the consumers' info, ENDPOINT_HEALTH, the dead letters, REJECTED, OPS and the
+// delivery log: nothing here changes anything.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { endpointBacklog, listEndpointBacklogs } from '../../streams/deliveries.ts';
@@ -11,7 +13,9 @@ import { REJECTED_STREAM } from '../../streams/rejected.ts';
 import { EndpointRecord } from '../db/entities.ts';
 import { recordToRow } from '../db/endpoint-rows.ts';
 import { countDeadLetters } from '../deadletter/store.ts';
-import type { EndpointListOut, EndpointOut, OverviewOut } from './protocol.ts';
+import type { EndpointHealthOut, EndpointListOut, EndpointOut, OverviewOut } from './protocol.ts';
+import { endpointStats, failingEndpoints, perMinute } from '../deliverylog/rates.ts';
+import { notFound } from '../errors.ts';
 import { rejectedOut } from './rejected-events.ts';
 import type { EndpointListQuery } from './requests.ts';
 
@@ -20,6 +24,16 @@ const DAY_MS = 24 * 3600_000;
 const MAX_REJECTED_SCAN = 1000;
 const LATEST_OPS_EVENTS = 10;
 const TOP_BACKLOGS = 10;
+const TOP_FAILING = 10;
+
+/** An endpoint's state in a few words, for people. */
+function stateOf(e: EndpointOut): string {
+  if (e.status === 'disabled') return `disabled (${e.disabled_reason ?? '?'} since ${e.disabled_at ?? '?'})`;
+  if (e.status !== 'active') return e.status;
+  if (e.failing_since) return `failing since ${e.failing_since} (probed with one attempt at a time)`;
+  if (e.rate_limit !== null && (e.backlog?.pending ?? 0) > 0) return `rate limited (${e.rate_limit}/s), ${e.backlog!.pending} waiting`;
+  return 'active';
+}
 
 const json = (m: StoredMsg | null): unknown => {
   try { return m ? m.json<unknown>() : undefined; } catch { return undefined; }
@@ -40,16 +54,42 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
     return typeof r?.failing_since === 'string' ? r.failing_since : null;
   }
 
-  async function listEndpoints(q: EndpointListQuery): Promise<EndpointListOut> {
-    const where = { ...(q.tenant ? { tenant: q.tenant } : {}), ...(q.status ? { status: q.status } : {}), ...(q.cursor ? { id: { $lt: q.cursor } } : {}) };
-    const records = await orm.em.fork().find(EndpointRecord, where, { orderBy: { id: 'desc' }, limit: q.limit + 1, disableIdentityMap: true });
-    const rows = records.slice(0, q.limit).map(recordToRow);
-    const data = await Promise.all(rows.map(async (e): Promise<EndpointOut> => ({
+  const endpointOut = async (r: EndpointRecord): Promise<EndpointOut> => {
+    const e = recordToRow(r);
+    return {
       id: e.id, tenant: e.tenant, url: e.url, events: e.events, description: e.description, status: e.status,
       disabled_reason: e.disabledReason, disabled_at: e.disabledAt, rate_limit: e.rateLimit,
       failing_since: await failingSince(e.id), backlog: await backlogOf(e.id),
-    })));
+    };
+  };
+
+  async function listEndpoints(q: EndpointListQuery): Promise<EndpointListOut> {
+    const where = { ...(q.tenant ? { tenant: q.tenant } : {}), ...(q.status ? { status: q.status } : {}), ...(q.cursor ? { id: { $lt: q.cursor } } : {}) };
+    const records = await orm.em.fork().find(EndpointRecord, where, { orderBy: { id: 'desc' }, limit: q.limit + 1, disableIdentityMap: true });
+    const data = await Promise.all(records.slice(0, q.limit).map(endpointOut));
     return { data, next_cursor: records.length > q.limit ? data[data.length - 1]!.id : null };
+  }
+
+  /** Endpoints with their rates, latencies, last error and state (issue 31), in the order of `ids`. */
+  async function healthOf(ids: string[]): Promise<EndpointHealthOut[]> {
+    const records = await orm.em.fork().find(EndpointRecord, { id: { $in: ids } }, { disableIdentityMap: true });
+    const byId = new Map(records.map((r) => [r.id as string, r]));
+    const stats = await endpointStats(orm.em.fork(), ids);
+    const out: EndpointHealthOut[] = [];
+    for (const id of ids) {
+      const r = byId.get(id);
+      const s = stats.get(id);
+      if (!r || !s) continue;
+      const e = await endpointOut(r);
+      out.push({ ...e, state: stateOf(e), ...s });
+    }
+    return out;
+  }
+
+  async function endpointHealth(id: string): Promise<EndpointHealthOut> {
+    const [health] = await healthOf([id]);
+    if (!health) throw notFound(`endpoint ${id}`);
+    return { ...health, per_minute: await perMinute(orm.em.fork(), id) };
   }
 
   async function rejectedLastDay(since: number): Promise<OverviewOut['rejected_24h']> {
@@ -98,14 +138,16 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
   async function overview(): Promise<OverviewOut> {
     const since = Date.now() - DAY_MS;
     const counts = await orm.em.fork().execute<{ status: string; n: number }[]>('select status, count(*)::int as n from endpoints group by status');
-    const [backlogs, deadLetters, rejected, opsEvents] = await Promise.all([
+    const [backlogs, deadLetters, rejected, opsEvents, failing, minutes] = await Promise.all([
       topBacklogs(), countDeadLetters(orm.em.fork(), { since: new Date(since) }), rejectedLastDay(since), latestOpsEvents(),
+      failingEndpoints(orm.em.fork(), TOP_FAILING).then(healthOf), perMinute(orm.em.fork(), ''),
     ]);
     return {
       endpoints_by_status: Object.fromEntries(counts.map((c) => [c.status, c.n])),
       backlogs, dead_letters_24h: deadLetters, rejected_24h: rejected, ops_events: opsEvents,
+      failing_endpoints: failing, per_minute: minutes,
     };
   }
 
-  return { listEndpoints, overview };
+  return { listEndpoints, overview, endpointHealth };
 }

@@ -30,6 +30,7 @@ export const AdminSubject = {
   DeliveriesList: 'admin.deliveries.list',
   DeliveriesAttempts: 'admin.deliveries.attempts',
   EventsTrace: 'admin.events.trace',
+  EndpointsHealth: 'admin.endpoints.health',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -210,6 +211,40 @@ export interface OverviewOut {
   rejected_24h: { total: number; by_reason: Record<string, number>; capped: boolean };
   /** The latest operational events (OPS stream), newest first. */
   ops_events: { type: string; tenant: string | null; endpoint: string | null; at: string | null; webhook_id: string | null; reason: string | null }[];
+  /** Endpoints with failed attempts in the last hour, the worst success ratio first (at most 10). */
+  failing_endpoints: EndpointHealthOut[];
+  /** Every endpoint's attempts per minute over the last 24 h (minutes without any left out). */
+  per_minute: PerMinuteOut[];
+}
+
+export interface PerMinuteOut {
+  minute: string;
+  ok: number;
+  failed: number;
+}
+
+export interface WindowStatsOut {
+  attempts: number;
+  ok: number;
+  failed: number;
+  success_ratio: number | null;
+  /** Of the latest 10,000 attempts of the window. */
+  p50_ms: number | null;
+  p99_ms: number | null;
+}
+
+export interface EndpointHealthIn {
+  endpoint: string;
+}
+
+export interface EndpointHealthOut extends EndpointOut {
+  /** For people: active, failing since …, rate limited (N/s), disabled (reason since …), deleted. */
+  state: string;
+  last_hour: WindowStatsOut;
+  last_day: WindowStatsOut;
+  last_error: { at: string; status_code: number | null; error: string | null } | null;
+  /** Only for one endpoint (admin.endpoints.health): its attempts per minute over the last 24 h. */
+  per_minute?: PerMinuteOut[];
 }
 
 export interface AuditEntryOut {

@@ -365,3 +365,6 @@ export function parseTraceRequest(body: Body): TraceQuery {
   if (!subject === !webhookId) throw badRequest('name a webhook_id, or a tenant with a user or an organization');
   return { ...(tenant ? { tenant } : {}), ...(subject ? { subject } : {}), ...(webhookId ? { webhookId } : {}), limit: limitOf(body, 20) };
 }
+
+/** A request naming one endpoint (`{endpoint}`): endpoint health. */
+export const parseEndpointRequest = parseRetryNowRequest;

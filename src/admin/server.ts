@@ -28,7 +28,7 @@ import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
   parseAuditListRequest, parseBody, parseEraseSubjectRequest, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
-  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest,
+  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest, parseEndpointRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -126,6 +126,7 @@ export async function startAdmin(deps: {
     [AdminSubject.DeliveriesList]: (b) => deliveryLog.list(parseDeliveryLogRequest(b)),
     [AdminSubject.DeliveriesAttempts]: (b) => { const q = parseDeliveryAttemptsRequest(b); return deliveryLog.attempts(q.webhookId, q.endpoint); },
     [AdminSubject.EventsTrace]: (b) => deliveryLog.trace(parseTraceRequest(b)),
+    [AdminSubject.EndpointsHealth]: (b) => overview.endpointHealth(parseEndpointRequest(b).endpoint),
     [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
     [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
     [AdminSubject.EndpointsRetryNow]: async (b) => {

@@ -16,7 +16,7 @@ import type { Asset } from './assets.ts';
 import { toString, type Html } from './html.ts';
 import type { Flash, Viewer } from './layout.ts';
 import {
-  auditPage, deadLetterFilterOf, deadLetterPage, deadLettersPage, deliveriesPage, deliveryPage, DELIVERY_SEARCH_FIELDS, endpointsPage, errorPage, overviewPage, rejectedPage,
+  auditPage, deadLetterFilterOf, deadLetterPage, deadLettersPage, deliveriesPage, deliveryPage, DELIVERY_SEARCH_FIELDS, endpointPage, endpointsPage, errorPage, overviewPage, rejectedPage,
   rejectedShowPage, replayAllConfirmPage, replayAllResultPage, signInPage, type Query,
 } from './pages.ts';
 import {
@@ -210,6 +210,16 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
       ? { kind: 'ok', text: `Retry now: ${q['n']} waiting ${q['n'] === '1' ? 'delivery' : 'deliveries'} of ${retried} brought forward.` }
       : undefined;
     send(ctx, endpointsPage(viewer(ctx), q, list, flash));
+  });
+
+  const DONE: Partial<Record<string, string>> = { disabled: 'Disabled.', enabled: 'Enabled: deliveries resume.', retried: 'Retry now: waiting deliveries brought forward.' };
+
+  router.get('/endpoints/:id', async (ctx) => {
+    const id = ctx.params['id']!;
+    if (!isEndpointId(id)) return send(ctx, errorPage(viewer(ctx), 'Not found', 'No such endpoint.'), 404);
+    const [health, recent] = await Promise.all([admin(ctx).endpointHealth({ endpoint: id }), admin(ctx).listDeliveries({ endpoint: id, limit: 20 })]);
+    const done = DONE[String(ctx.query['done'])];
+    send(ctx, endpointPage(viewer(ctx), health, recent, done ? { kind: 'ok', text: done } : undefined));
   });
 
   router.post('/endpoints/:id/retry-now', async (ctx) => {

@@ -20,6 +20,8 @@ pre.payload { white-space: pre-wrap; word-break: break-all; max-height: 40rem; o
 td code, td { word-break: break-word; }
 .filters { display: grid; grid-template-columns: repeat(auto-fit, minmax(12rem, 1fr)); gap: 0 1rem; align-items: end; }
 ol.timeline li { margin-bottom: .5rem; }
+.legend-ok { color: #2e7d32; }
+.legend-failed { color: #c62828; }
 `;
 
 export async function loadAssets(): Promise<Map<string, Asset>> {

@@ -2,10 +2,11 @@
 // (payloads, ids, URLs, error texts) goes through the `html` tag's escaping; payloads sit in <pre> as text.
 import type {
   AttemptLogOut, AuditEntryOut, DeadLetterOut, DeadLetterShowOut, DeadLettersReplayManyOut, DeliveriesListOut, DeliveryLogOut, DeliveryShowOut,
-  EndpointListOut, OverviewOut, RejectedEventShowOut, RejectedEventsListOut,
+  EndpointHealthOut, EndpointListOut, OverviewOut, WindowStatsOut, RejectedEventShowOut, RejectedEventsListOut,
 } from '../admin/protocol.ts';
 import { href, html, type Html, type Value } from './html.ts';
 import { csrfField, page, publicPage, type Flash, type Viewer } from './layout.ts';
+import { deliveriesChart } from './chart.ts';
 
 export type Query = Record<string, string | undefined>;
 
@@ -44,9 +45,25 @@ export function errorPage(v: Viewer | undefined, title: string, message: string)
   return v ? page(v, '', title, body) : publicPage(title, body);
 }
 
+const ratio = (r: number | null): string => (r === null ? '–' : `${(r * 100).toFixed(r === 1 || r === 0 ? 0 : 1)} %`);
+const ms = (n: number | null): string => (n === null ? '–' : `${Math.round(n)} ms`);
+
+const healthTable = (caption: string, rows: EndpointHealthOut[]) => table(caption,
+  ['Endpoint', 'Tenant', 'State', 'Success, 1 h', 'Attempts, 1 h', 'p50 / p99, 1 h', 'Success, 24 h', 'Last error', 'Backlog'],
+  rows.map((e) => html`<tr><td><a href="/endpoints/${e.id}"><code>${e.id}</code></a></td><td>${e.tenant}</td><td>${e.state}</td>
+<td>${ratio(e.last_hour.success_ratio)}</td><td>${e.last_hour.attempts}</td><td>${ms(e.last_hour.p50_ms)} / ${ms(e.last_hour.p99_ms)}</td>
+<td>${ratio(e.last_day.success_ratio)}</td><td>${e.last_error ? html`${time(e.last_error.at)} ${dash(e.last_error.status_code)} ${dash(e.last_error.error)}` : '–'}</td>
+<td>${e.backlog ? `${e.backlog.pending} waiting, ${e.backlog.ack_pending} in flight` : '–'}</td></tr>`));
+
 export function overviewPage(v: Viewer, o: OverviewOut): Html {
   const statuses = Object.entries(o.endpoints_by_status);
   return page(v, '/', 'Overview', html`
+<section aria-labelledby="h-failing"><h2 id="h-failing">Failing endpoints</h2>
+${o.failing_endpoints.length ? healthTable('Failing endpoints, worst first', o.failing_endpoints) : html`<p>No endpoint failed an attempt in the last hour.</p>`}
+</section>
+<section aria-labelledby="h-rate"><h2 id="h-rate">Deliveries per minute</h2>
+${deliveriesChart('chart-all', o.per_minute)}
+</section>
 <section aria-labelledby="h-endpoints"><h2 id="h-endpoints">Endpoints by status</h2>
 ${statuses.length ? table('Endpoints by status', ['Status', 'Endpoints'], statuses.map(([s, n]) => html`<tr><td><a href="${href('/endpoints', { status: s })}">${s}</a></td><td>${n}</td></tr>`)) : html`<p>No endpoints yet.</p>`}
 </section>
@@ -204,6 +221,38 @@ ${attempts.length
       : html`<p>No attempt in the delivery log.</p>`}`);
 }
 
+/** One endpoint: its health, a day of its deliveries per minute, its latest deliveries and the operators' actions. */
+export function endpointPage(v: Viewer, e: EndpointHealthOut, recent: DeliveriesListOut, flash?: Flash): Html {
+  const act = (action: string, label: string, extra: Html = html``) => html`<form method="post" action="/endpoints/${e.id}/${action}" class="inline">
+${csrfField(v.csrf)}${extra}<button type="submit" class="secondary">${label}</button></form>`;
+  const windows: [string, WindowStatsOut][] = [['Last hour', e.last_hour], ['Last 24 hours', e.last_day]];
+  return page(v, '/endpoints', `Endpoint ${e.id}`, html`
+<dl>
+<dt>State</dt><dd data-testid="state">${e.state}</dd>
+<dt>Tenant</dt><dd>${e.tenant}</dd><dt>URL</dt><dd><code>${e.url}</code></dd><dt>Events</dt><dd>${e.events.join(', ')}</dd>
+<dt>Rate limit</dt><dd>${e.rate_limit === null ? '–' : `${e.rate_limit}/s`}</dd>
+<dt>Backlog</dt><dd>${e.backlog ? `${e.backlog.pending} waiting, ${e.backlog.ack_pending} in flight or retrying` : '–'}</dd>
+<dt>Last error</dt><dd>${e.last_error ? html`${time(e.last_error.at)} ${dash(e.last_error.status_code)} ${dash(e.last_error.error)}` : '–'}</dd>
+</dl>
+${table('Rates', ['Window', 'Attempts', 'Ok', 'Failed', 'Success', 'p50', 'p99'], windows.map(([label, w]) => html`<tr><th scope="row">${label}</th>
+<td>${w.attempts}</td><td>${w.ok}</td><td>${w.failed}</td><td>${ratio(w.success_ratio)}</td><td>${ms(w.p50_ms)}</td><td>${ms(w.p99_ms)}</td></tr>`))}
+${deliveriesChart('chart-endpoint', e.per_minute ?? [])}
+<section aria-labelledby="h-actions"><h2 id="h-actions">Actions</h2>
+${e.status === 'active' ? html`<form method="post" action="/endpoints/${e.id}/disable">
+${csrfField(v.csrf)}
+<label for="f-reason">Reason<input id="f-reason" name="reason" required maxlength="200" placeholder="receiver down for maintenance"></label>
+<button type="submit">Disable</button>
+</form>
+${act('retry-now', 'Retry now')}` : ''}
+${e.status === 'disabled' ? act('enable', 'Enable') : ''}
+</section>
+<section aria-labelledby="h-recent"><h2 id="h-recent">Latest deliveries</h2>
+${recent.data.length ? table('Latest deliveries', ['Last attempt', 'Status', 'Webhook id', 'Event', 'Attempts', 'Code', 'Latency'], recent.data.map((d) => html`<tr>
+<td>${time(d.last_attempt_at)}</td><td>${d.status}</td><td><a href="${deliveryLink(d)}"><code>${d.webhook_id}</code></a></td><td>${d.event_type}</td><td>${d.attempts}</td><td>${dash(d.status_code ?? d.error)}</td><td>${d.latency_ms} ms</td></tr>`)) : html`<p>None in the delivery log.</p>`}
+<p><a href="${href('/deliveries', { endpoint: e.id, search: '1' })}">Search this endpoint's deliveries</a></p>
+</section>`, flash);
+}
+
 export function endpointsPage(v: Viewer, q: Query, list: EndpointListOut, flash?: Flash): Html {
   return page(v, '/endpoints', 'Endpoints', html`
 <form method="get" action="/endpoints" aria-label="Filter endpoints">
@@ -216,7 +265,7 @@ ${field('tenant', 'Tenant', q['tenant'])}
 <button type="submit">Filter</button>
 </form>
 ${list.data.length ? table('Endpoints', ['Endpoint', 'Tenant', 'URL', 'Status', 'Failing since', 'Rate limit', 'Backlog', ''], list.data.map((e) => html`<tr>
-<td><code>${e.id}</code></td><td>${e.tenant}</td><td><code>${e.url}</code></td>
+<td><a href="/endpoints/${e.id}"><code>${e.id}</code></a></td><td>${e.tenant}</td><td><code>${e.url}</code></td>
 <td>${e.status}${e.disabled_reason ? html` (${e.disabled_reason} since ${time(e.disabled_at)})` : ''}</td>
 <td>${time(e.failing_since)}</td><td>${e.rate_limit === null ? '–' : `${e.rate_limit}/s`}</td>
 <td>${e.backlog ? `${e.backlog.pending} waiting, ${e.backlog.ack_pending} in flight or retrying` : '–'}</td>

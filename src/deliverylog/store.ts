@@ -58,7 +58,34 @@ export async function insertAttempts(sql: Sql, entries: readonly AttemptLogEntry
       chunk.flatMap(({ e, n, first }) => [e.webhook_id, e.endpoint, e.tenant, e.event, new Date(first), new Date(e.at), n, e.attempt, e.outcome,
         e.status, e.duration_ms, e.error ?? null, ts(e.next_at)]));
   }
+  await addRates(sql, entries);
   return entries.length;
+}
+
+/** Add the entries to their endpoints' per-minute counts, and to every endpoint's (endpoint ''). */
+async function addRates(sql: Sql, entries: readonly AttemptLogEntry[]): Promise<void> {
+  const counts = new Map<string, { endpoint: string; tenant: string; minute: number; ok: number; failed: number }>();
+  const add = (endpoint: string, tenant: string, minute: number, ok: boolean) => {
+    const key = `${endpoint} ${minute}`;
+    let c = counts.get(key);
+    if (!c) counts.set(key, (c = { endpoint, tenant, minute, ok: 0, failed: 0 }));
+    if (ok) c.ok++;
+    else c.failed++;
+  };
+  for (const e of entries) {
+    if (e.outcome === 'dropped') continue; // not an attempt
+    const minute = Math.floor(e.at / 60_000) * 60_000;
+    add(e.endpoint, e.tenant, minute, e.outcome === 'ok');
+    add('', '', minute, e.outcome === 'ok');
+  }
+  const rows = [...counts.values()];
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const chunk = rows.slice(i, i + INSERT_CHUNK);
+    await sql.execute(
+      `insert into attempt_rates (endpoint_id, minute, tenant, ok, failed) values ${chunk.map(() => '(?, ?, ?, ?, ?)').join(', ')}
+       on conflict (endpoint_id, minute) do update set ok = attempt_rates.ok + excluded.ok, failed = attempt_rates.failed + excluded.failed`,
+      chunk.flatMap((c) => [c.endpoint, new Date(c.minute), c.tenant, c.ok, c.failed]));
+  }
 }
 
 export interface DeliveryLogRow {
@@ -141,8 +168,11 @@ export async function deleteExpiredAttempts(sql: Sql, before: Date, limit: numbe
     with expired as (select ctid from ${table} where ${column} < ? limit ?),
     gone as (delete from ${table} t using expired where t.ctid = expired.ctid returning 1)
     select count(*) as n from gone`, [before, n]))[0]?.n ?? 0);
-  const attempts = await del('attempt_log', 'at', limit);
-  return attempts < limit ? attempts + await del('delivery_log', 'last_at', limit - attempts) : attempts;
+  let n = 0;
+  for (const [table, column] of [['attempt_log', 'at'], ['delivery_log', 'last_at'], ['attempt_rates', 'minute']] as const) {
+    if (n < limit) n += await del(table, column, limit - n);
+  }
+  return n;
 }
 
 /** Delete the tenant's rows of these webhook-ids (a user's erasure); how many went. */
@@ -160,8 +190,9 @@ export async function deleteAttemptsOf(sql: Sql, tenant: string, webhookIds: rea
 export async function deleteTenantAttempts(sql: Sql, tenant: string): Promise<number> {
   const rows = await sql.execute<{ n: string }[]>(`
     with a as (delete from attempt_log where tenant = ? returning 1),
-    d as (delete from delivery_log where tenant = ? returning 1)
-    select (select count(*) from a) + (select count(*) from d) as n`, [tenant, tenant]);
+    d as (delete from delivery_log where tenant = ? returning 1),
+    r as (delete from attempt_rates where tenant = ? returning 1)
+    select (select count(*) from a) + (select count(*) from d) + (select count(*) from r) as n`, [tenant, tenant, tenant]);
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -169,4 +200,5 @@ export async function deleteTenantAttempts(sql: Sql, tenant: string): Promise<nu
 export async function deleteAllAttempts(sql: Sql): Promise<void> {
   await sql.execute('delete from attempt_log');
   await sql.execute('delete from delivery_log');
+  await sql.execute('delete from attempt_rates');
 }

@@ -175,3 +175,31 @@ export const endpointsRetryNow: Command = {
     out.data(r, () => `${r.brought_forward} waiting ${r.brought_forward === 1 ? 'delivery' : 'deliveries'} of ${r.endpoint_id} brought forward (${r.instances} delivery ${r.instances === 1 ? 'instance' : 'instances'} answered)`);
   },
 };
+
+const pct = (r: number | null) => (r === null ? '-' : `${(r * 100).toFixed(1)}%`);
+const msOf = (n: number | null) => (n === null ? '-' : `${Math.round(n)}ms`);
+
+export const endpointsHealth: Command = {
+  name: 'endpoints health',
+  summary: "An endpoint's state, success ratio, p50/p99 latency and attempts over the last hour and day, last error and backlog",
+  help: [
+    'Read from the delivery log (attempts per minute; latencies of the latest 10,000 attempts of each window),',
+    "the endpoint's consumer (backlog) and its health record (failing since). Asks the admin subject",
+    '(admin.endpoints.health), as the operator user.',
+  ].join('\n'),
+  options: {},
+  positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
+  async run({ positionals, out }) {
+    const id = positionals[0]!;
+    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const { per_minute: _minutes, ...h } = await withAdmin((admin) => admin.endpointHealth({ endpoint: id }));
+    out.data(h, () => [
+      `${h.id} (${h.tenant}): ${h.state}`,
+      `  url:         ${h.url}`,
+      `  backlog:     ${h.backlog ? `${h.backlog.pending} waiting, ${h.backlog.ack_pending} in flight or retrying` : '-'}`,
+      `  last error:  ${h.last_error ? `${h.last_error.at}  ${h.last_error.status_code ?? ''} ${h.last_error.error ?? ''}`.trimEnd() : '-'}`,
+      table(['WINDOW', 'ATTEMPTS', 'OK', 'FAILED', 'SUCCESS', 'P50', 'P99'], ([['last hour', h.last_hour], ['last day', h.last_day]] as const).map(([w, s]) =>
+        [w, s.attempts, s.ok, s.failed, pct(s.success_ratio), msOf(s.p50_ms), msOf(s.p99_ms)])),
+    ].join('\n'));
+  },
+};

@@ -19,6 +19,7 @@ import { Migration0014ErasureIndex } from './0014-erasure-index.ts';
 import { Migration0015DeadLetterReplays } from './0015-dead-letter-replays.ts';
 import { Migration0016TenantLimits } from './0016-tenant-limits.ts';
 import { Migration0017DeliveryLog } from './0017-delivery-log.ts';
+import { Migration0018AttemptRates } from './0018-attempt-rates.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -38,4 +39,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0015-dead-letter-replays', class: Migration0015DeadLetterReplays },
   { name: '0016-tenant-limits', class: Migration0016TenantLimits },
   { name: '0017-delivery-log', class: Migration0017DeliveryLog },
+  { name: '0018-attempt-rates', class: Migration0018AttemptRates },
 ];
