@@ -328,3 +328,14 @@ test('a few thousand malformed requests: no 5xx, always the envelope, and no dat
   // And the API still works.
   t.is((await a.post('/v1/webhooks', { url: 'https://a.example.com/after', events: ['*'] })).status, 201);
 });
+
+test('events nested 10,000 deep (a body under 64 KB) is a 422 naming the field, not a stack overflow', async (t) => {
+  const { key } = await createApiKey(h.service.orm!.em.fork(), 'fuzz_deep' as TenantId);
+  const res = await fetch(`${h.service.api!.url}/v1/webhooks`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: `{"url":"https://deep.example.com/h","events":[${'['.repeat(10_000)}${']'.repeat(10_000)}]}`,
+  });
+  t.is(res.status, 422);
+  const body = await res.json() as { error: { details: { field: string; message: string }[] } };
+  t.deepEqual(body.error.details, [{ field: 'events[0]', message: 'must be a string (an event name or wildcard), not a list' }]);
+});

@@ -262,7 +262,7 @@ function checkFields(input: EndpointInput, partial: boolean, checkUrl: CheckUrl)
     else if (input.events.length > MAX_PATTERNS) problems.push({ field: 'events', message: `must list at most ${MAX_PATTERNS} patterns` });
     else {
       input.events.forEach((e, i) => {
-        if (!isEventPattern(e)) problems.push({ field: `events[${i}]`, message: `unknown event name or wildcard ${JSON.stringify(e)}` });
+        if (!isEventPattern(e)) problems.push({ field: `events[${i}]`, message: typeof e === 'string' ? `unknown event name or wildcard ${JSON.stringify(e.slice(0, 200))}` : `must be a string (an event name or wildcard), not ${Array.isArray(e) ? 'a list' : typeof e === 'object' ? 'an object or null' : `a ${typeof e}`}` });
       });
       if (problems.every((p) => !p.field.startsWith('events'))) out.events = [...new Set(input.events as EventPattern[])];
     }
