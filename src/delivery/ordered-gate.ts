@@ -37,6 +37,8 @@ export interface KeyGate {
   ended(tracked: InFlight): void;
   /** Deliveries parked behind their key's head. */
   parked(): number;
+  /** Their bytes (bodies and headers as received). */
+  parkedBytes(): number;
   /** Stop: parked deliveries are let go (the server hands them out again after their ack wait). */
   close(): void;
 }
@@ -94,6 +96,8 @@ export function createKeyGate(deps: {
   const keys = new Map<string, Key>();
   const go = new Map<InFlight, () => void>();
   let parkedCount = 0;
+  let parkedBytes = 0;
+  const sizeOf = (t: InFlight) => t.msg.data.byteLength + (t.msg.headers ? 256 : 0);
   let closed = false;
   /** The highest stream sequence handed to this gate. */
   let highestAdmitted = 0;
@@ -222,6 +226,7 @@ export function createKeyGate(deps: {
     if (head === 'behind') return later(subject, k);
     k.parked.shift();
     parkedCount--;
+    parkedBytes -= sizeOf(lowest.tracked);
     const { tracked } = lowest;
     if (head === 'gone') {
       // Erased while parked: dropped unsent (the server has nothing left to hand out again).
@@ -255,12 +260,14 @@ export function createKeyGate(deps: {
       if (same >= 0) {
         deps.inFlight.delete(k.parked[same]!.tracked);
         go.delete(k.parked[same]!.tracked);
+        parkedBytes += sizeOf(tracked) - sizeOf(k.parked[same]!.tracked);
         k.parked[same]!.tracked = tracked;
       } else {
         const p = { tracked, event: eventOf(tracked) };
         const at = k.parked.findIndex((q) => before(p.event, seq, q.event, q.tracked.msg.seq));
         k.parked.splice(at < 0 ? k.parked.length : at, 0, p);
         parkedCount++;
+        parkedBytes += sizeOf(tracked);
       }
       go.set(tracked, release);
       void check(subject);
@@ -275,6 +282,7 @@ export function createKeyGate(deps: {
       void check(subject);
     },
     parked: () => parkedCount,
+    parkedBytes: () => parkedBytes,
     close() {
       closed = true;
       for (const k of keys.values()) {
@@ -284,6 +292,7 @@ export function createKeyGate(deps: {
       keys.clear();
       go.clear();
       parkedCount = 0;
+      parkedBytes = 0;
     },
   };
 }

@@ -15,12 +15,16 @@ import type { RecentAcks } from './recent-acks.ts';
 import type { KeyGate } from './ordered-gate.ts';
 
 /**
- * Keyed deliveries one endpoint parks in this process at most (issue 21); at the bound its keyed consumer
- * pulls one delivery a second only, so that a head due for its retry still comes out (the server hands
- * out redeliveries before new messages).
+ * Keyed deliveries one endpoint parks in this process at most (issue 21), by count and by their bytes
+ * (the bound on memory); at the bound its keyed consumer pulls one delivery a second only, so that a head
+ * due for its retry still comes out (the server hands out redeliveries before new messages). Large enough
+ * that a few failing keys' backlogs park while the endpoint's other keys keep flowing (issue 29: at 1,000,
+ * five failing keys held an unrelated key for minutes).
  */
-export const MAX_PARKED_PER_ENDPOINT = 1000;
+export const MAX_PARKED_PER_ENDPOINT = 10_000;
+export const MAX_PARKED_BYTES_PER_ENDPOINT = 16 * 1024 * 1024;
 const PARKED_TRICKLE_MS = 1000;
+const atParkedBound = (gate: KeyGate) => gate.parked() >= MAX_PARKED_PER_ENDPOINT || gate.parkedBytes() >= MAX_PARKED_BYTES_PER_ENDPOINT;
 
 /** An endpoint's concurrency in this process, shared by its lanes (the plain one and, ordered, the keyed one). */
 interface Slots {
@@ -121,8 +125,7 @@ export function createPullLoops(deps: {
     if (lane.closed) return 0;
     const free = lane.slots.limit.current - lane.slots.running - lane.waiting.length;
     if (!lane.gate) return free;
-    const room = MAX_PARKED_PER_ENDPOINT - lane.gate.parked();
-    if (room > 0) return Math.min(free, room);
+    if (!atParkedBound(lane.gate)) return Math.min(free, MAX_PARKED_PER_ENDPOINT - lane.gate.parked());
     return performance.now() - trickle.at >= PARKED_TRICKLE_MS ? 1 : 0;
   }
 
@@ -148,7 +151,7 @@ export function createPullLoops(deps: {
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
           if (!gate) return take(lane, tracked);
-          if (gate.parked() >= MAX_PARKED_PER_ENDPOINT) trickle.at = performance.now();
+          if (atParkedBound(gate)) trickle.at = performance.now();
           gate.admit(tracked, () => take(lane, tracked));
         },
       });
