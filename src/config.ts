@@ -38,6 +38,8 @@ export interface Config {
   /** Delays before retries 1..n; n is max_retries. */
   retrySchedule: number[];
   attemptTimeoutMs: number;
+  /** HOOKSTREAM_SHUTDOWN_TIMEOUT: how long a stop lets in-flight work finish before it closes what is left. */
+  shutdownTimeoutMs: number;
   /** HOOKSTREAM_DISABLE_AFTER: an endpoint failing this long with no success is disabled; 0 never. */
   disableAfterMs: number;
   /** HOOKSTREAM_DEAD_LETTER_BACKSTOP; 0: off. */
@@ -227,6 +229,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (retrySchedule.length > 50) throw new ConfigError('HOOKSTREAM_RETRY_SCHEDULE', 'at most 50 retries');
   const attemptTimeoutMs = duration('HOOKSTREAM_ATTEMPT_TIMEOUT', str(env, 'HOOKSTREAM_ATTEMPT_TIMEOUT', '15s'));
   if (attemptTimeoutMs > 5 * 60_000) throw new ConfigError('HOOKSTREAM_ATTEMPT_TIMEOUT', 'at most 5m');
+  const shutdownTimeoutMs = duration('HOOKSTREAM_SHUTDOWN_TIMEOUT', str(env, 'HOOKSTREAM_SHUTDOWN_TIMEOUT', '10s'));
+  if (shutdownTimeoutMs < 100 || shutdownTimeoutMs > 10 * 60_000) throw new ConfigError('HOOKSTREAM_SHUTDOWN_TIMEOUT', 'from 100ms to 10m');
   const host = str(env, 'HOST', '127.0.0.1');
   const port = int(env, 'PORT', 8080, 0, 65535);
   const opsHost = str(env, 'OPS_HOST', '127.0.0.1');
@@ -266,6 +270,7 @@ export function loadConfig(env: Env = process.env): Config {
     roles: [...new Set(roles)] as Role[],
     retrySchedule,
     attemptTimeoutMs,
+    shutdownTimeoutMs,
     disableAfterMs: durationOrNever(env, 'HOOKSTREAM_DISABLE_AFTER', '5d'),
     deadLetterBackstopMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_BACKSTOP', '1m'),
     deadLetterRetentionMs: durationOrNever(env, 'HOOKSTREAM_DEAD_LETTER_RETENTION', '30d'),

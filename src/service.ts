@@ -34,7 +34,8 @@ import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
 import { startAdmin } from './admin/server.ts';
 import { subjectHasherOf } from './erasure/subject-hash.ts';
 import { createErasureIndexWriter } from './erasure/index-writer.ts';
-import { createServiceOps, startOpsServer, type Ops } from './ops/index.ts';
+import { createServiceOps, startOpsServer, type Ops, type OpsServer } from './ops/index.ts';
+import { atMost, runStops } from './supervisor/stops.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
 import { createOpsEvents } from './ops/events.ts';
@@ -61,27 +62,54 @@ export interface RunningService {
   readonly api: ApiServer | undefined;
   /** The operator console's server when the console role runs. */
   readonly console: ConsoleServer | undefined;
+  /** Stop the roles, then the connections; past HOOKSTREAM_SHUTDOWN_TIMEOUT, close what is left. */
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  /** Counters kept across start-up attempts (serve); a fresh set otherwise. */
+  metrics?: ServiceMetrics;
+  /** A listener opened before start-up: the service answers on it once it runs, and leaves closing it to its owner. */
+  opsServer?: OpsServer;
+  /** Told what start-up is doing as it goes, so that a failure names what it waits for (src/supervisor/start-up.ts). */
+  step?: (name: string) => void;
+}
+
+let announcedVersion: string | undefined;
+
 export const needsDatabase = (roles: Role[]) => roles.some((r) => r === 'api' || r === 'projector' || r === 'deadletter' || r === 'admin' || r === 'console');
 
-export async function startService(config: Config, log: Logger): Promise<RunningService> {
+export async function startService(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningService> {
   const roles = new Set(config.roles);
   const stops: (() => Promise<void>)[] = [];
-  const metrics = createServiceMetrics();
-  onLogLineDropped(() => metrics.logLinesDropped.inc());
+  const step = opts.step ?? (() => {});
+  const metrics = opts.metrics ?? createServiceMetrics();
+  if (!opts.metrics) onLogLineDropped(() => metrics.logLinesDropped.inc());
+  step('NATS');
   const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword });
   stops.push(() => nc.drain());
   logConnectionChanges(nc, log);
+  let orm: Database | undefined;
+  // What a stop or a failed start-up leaves past its deadline: closed without waiting for NATS or Postgres.
+  // Quiet when start-up failed: start-up logs what it waits for, once.
+  const stopAll = async (quiet = false) => {
+    const onError = (e: unknown) => { if (!quiet) log.error('error while stopping', { reason: describe(e) }); };
+    if (await runStops(stops.splice(0).reverse(), config.shutdownTimeoutMs, onError)) return;
+    if (!quiet) log.warn('stopping took longer than HOOKSTREAM_SHUTDOWN_TIMEOUT; closing the connections', { timeout_ms: config.shutdownTimeoutMs });
+    await atMost(nc.close(), 1000);
+    if (orm) await atMost(orm.close(true), 1000);
+  };
   try {
+    step('JetStream');
     const js = jetstream(nc);
     const jsm = await startupJetStreamManager(nc);
     const serverVersion = nc.info?.version;
-    log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
-    if (belowFloor(serverVersion)) {
+    // Once per server version, not at every start-up attempt.
+    if (serverVersion !== announcedVersion) log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
+    if (belowFloor(serverVersion) && serverVersion !== announcedVersion) {
       log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
     }
+    announcedVersion = serverVersion;
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
       queueRetentionMs: config.queueRetentionMs,
@@ -107,8 +135,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Issue 22: the keyed hash of subject ids, written by the router and the dead-letter role, looked up by erasure.
     const subjectHasher = keys.masterKey ? subjectHasherOf(keys.masterKey, keys.previousMasterKey) : undefined;
 
-    let orm: Database | undefined;
     if (needsDatabase(config.roles)) {
+      step('Postgres');
       const db = await openDatabase(config.databaseUrl, log);
       orm = db;
       stops.push(() => closeDatabase(db));
@@ -123,8 +151,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
       ...(roles.has('router') ? { router: () => router } : {}),
     });
-    const opsServer = await startOpsServer(ops, { host: config.opsHost, port: config.opsPort, log: log.child({ role: 'ops' }) });
-    stops.push(() => opsServer.close());
+    let opsServer = opts.opsServer;
+    if (opsServer) opsServer.use(ops);
+    else {
+      const own = await startOpsServer(ops, { host: config.opsHost, port: config.opsPort, log: log.child({ role: 'ops' }) });
+      opsServer = own;
+      stops.push(() => own.close());
+    }
+    step('the roles');
 
     let projector: EndpointProjector | undefined;
     if (roles.has('projector') && orm) {
@@ -263,15 +297,11 @@ export async function startService(config: Config, log: Logger): Promise<Running
     log.info('hookstream started', { roles: config.roles.join(',') });
     return {
       nc, js, jsm, orm, metrics, directory, projector, api, console: consoleServer, ops, opsUrl: opsServer.url,
-      async stop() {
-        // Reverse order: the roles that take work stop first, connections last.
-        for (const stop of stops.splice(0).reverse()) {
-          await stop().catch((e: unknown) => log.error('error while stopping', { reason: describe(e) }));
-        }
-      },
+      // Reverse order: the roles that take work stop first, connections last.
+      stop: () => stopAll(),
     };
   } catch (e) {
-    for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
+    await stopAll(true);
     throw e;
   }
 }

@@ -37,6 +37,7 @@ export async function ensureStreams(
 ): Promise<void> {
   const o: EnsureOptions = { replicas: opts.replicas };
   const until = Date.now() + STARTUP_PATIENCE_MS;
+  let lastReason: string | undefined;
   for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
     try {
       await ensureEndpointsStream(jsm, o);
@@ -55,11 +56,15 @@ export async function ensureStreams(
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));
       if (!transient || Date.now() + wait > until) throw startupError(e);
-      opts.onRetry?.(describe(e));
+      if (describe(e) !== lastReason) opts.onRetry?.(describe(e));
+      lastReason = describe(e);
       await new Promise((r) => setTimeout(r, wait));
     }
   }
 }
+
+/** The nats-server runs without JetStream: no wait heals that (src/supervisor/fatal.ts). */
+export class JetStreamDisabledError extends UnreachableError {}
 
 /**
  * The manager start-up uses. nats.js checks the account with a request by default: on a cluster electing
@@ -68,7 +73,7 @@ export async function ensureStreams(
  */
 export async function startupJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {
   if (nc.info && nc.info.jetstream !== true) {
-    throw new UnreachableError('JetStream is not enabled on nats-server: start it with -js (or jetstream {} in its configuration)');
+    throw new JetStreamDisabledError('JetStream is not enabled on nats-server: start it with -js (or jetstream {} in its configuration)');
   }
   return jetstreamManager(nc, { checkAPI: false });
 }

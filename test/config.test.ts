@@ -27,6 +27,7 @@ test('defaults without any variable', (t) => {
     // 5s,30s,2m,15m,1h,4h,10h,14h in milliseconds
     retrySchedule: [5_000, 30_000, 120_000, 900_000, 3_600_000, 14_400_000, 36_000_000, 50_400_000],
     attemptTimeoutMs: 15_000,
+    shutdownTimeoutMs: 10_000,
     disableAfterMs: 5 * 86_400_000,
     deadLetterBackstopMs: 60_000,
     deadLetterRetentionMs: 30 * 86_400_000,

@@ -60,6 +60,12 @@ export function isRefusedValue(e: unknown): boolean {
   return code !== undefined && (code.startsWith('22') || code.startsWith('23'));
 }
 
+/**
+ * The stored schema cannot be brought to this version's: a migration failed on Postgres's answer (SQLSTATE
+ * class 42, syntax error or access rule violation, or 0A, feature not supported), not on its availability.
+ */
+export class SchemaError extends HookstreamError {}
+
 function failure(url: string, e: unknown): UnreachableError {
   const shown = redactUrl(url);
   if (isNetworkError(e)) return new UnreachableError(`cannot connect to Postgres at ${shown} (${describe(e) || pgCode(e)}); ${START_HINT}`, e);
@@ -197,8 +203,11 @@ export async function openDatabase(databaseUrl: string, log: Logger, opts: Datab
     return orm;
   } catch (e) {
     await orm?.close(true).catch(() => {});
-    if (isNetworkError(e)) throw failure(databaseUrl, e);
-    throw new HookstreamError(ErrorCode.Internal, `migrating the database at ${redactUrl(databaseUrl)} failed: ${describe(e)}`, { cause: e });
+    if (isPostgresUnavailable(e)) throw failure(databaseUrl, e);
+    const message = `migrating the database at ${redactUrl(databaseUrl)} failed: ${describe(e)}`;
+    const code = pgCode(e);
+    if (code?.startsWith('42') || code?.startsWith('0A')) throw new SchemaError(ErrorCode.Internal, message, { cause: e });
+    throw new HookstreamError(ErrorCode.Internal, message, { cause: e });
   } finally {
     await lockClient.end().catch(() => {});
   }

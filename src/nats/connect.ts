@@ -25,8 +25,9 @@ export async function connectNats(opts: NatsOptions): Promise<NatsConnection> {
   const servers = opts.url.split(',').map((s) => s.trim());
   const shown = servers.map(redactUrl).join(',');
   const timeoutMs = opts.timeoutMs ?? 5000;
+  let nc: NatsConnection;
   try {
-    return await connect({
+    nc = await connect({
       servers,
       name: opts.name ?? 'hookstream',
       inboxPrefix: opts.inboxPrefix ?? SERVICE_INBOX_PREFIX,
@@ -47,4 +48,22 @@ export async function connectNats(opts: NatsOptions): Promise<NatsConnection> {
       e,
     );
   }
+  boundFlush(nc, timeoutMs);
+  return nc;
+}
+
+/**
+ * nats.js's flush() stayed pending for good when the server went away as its PING was sent (seen at
+ * start-up: the admin role's flush held start-up after a NATS restart). Bounded like a request: it rejects
+ * after `timeoutMs`, and whoever awaited it handles a failure as for any request.
+ */
+function boundFlush(nc: NatsConnection, timeoutMs: number): void {
+  const flush = nc.flush.bind(nc);
+  nc.flush = () => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`NATS did not answer a flush within ${timeoutMs} ms`)), timeoutMs);
+    });
+    return Promise.race([flush(), late]).finally(() => clearTimeout(timer));
+  };
 }

@@ -18,7 +18,7 @@ import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
 import { describe } from '../errors.ts';
 
 export interface CheckResult {
-  name: 'nats' | 'streams' | 'postgres' | 'projection' | 'directory' | 'router';
+  name: 'nats' | 'streams' | 'postgres' | 'projection' | 'directory' | 'router' | 'startup' | 'roles';
   ok: boolean;
   detail?: string;
 }

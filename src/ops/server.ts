@@ -9,10 +9,13 @@ import type { Ops } from './ops.ts';
 
 export interface OpsServer {
   url: string;
+  /** Answer with `ops` from now on (start-up's answers give way to the running service's). */
+  use(ops: Ops): void;
   close(): Promise<void>;
 }
 
-export async function startOpsServer(ops: Ops, opts: { host: string; port: number; log: Logger }): Promise<OpsServer> {
+export async function startOpsServer(initial: Ops, opts: { host: string; port: number; log: Logger }): Promise<OpsServer> {
+  let ops = initial;
   const server: Server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     const send = (status: number, type: string, body: string) => {
@@ -45,6 +48,7 @@ export async function startOpsServer(ops: Ops, opts: { host: string; port: numbe
   opts.log.info('ops listening', { url, paths: '/healthz /readyz /metrics' });
   return {
     url,
+    use: (next) => { ops = next; },
     close: () => new Promise<void>((resolve) => {
       server.close(() => resolve());
       // Probes and scrapes are short; idle keep-alive sockets must not hold the shutdown.

@@ -13,14 +13,20 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 
 const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 
-export interface Instance {
+export interface Served {
+  /** The last 200,000 characters of its stdout and stderr. */
   readonly output: string;
   readonly exited: boolean;
+  /** Its exit code once it exited (null while running or when a signal ended it). */
+  readonly exitCode: number | null;
+  /** Send `signal` (SIGKILL by default) and resolve once the process exited. */
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** `hookstream serve` in a child process; resolves once it logged that it started (or rejects with its output). */
-export async function startInstance(env: Record<string, string>, timeoutMs = 60_000): Promise<Instance> {
+export type Instance = Served;
+
+/** `hookstream serve` in a child process, at once: the caller waits for what it needs. */
+export function startServe(env: Record<string, string>): Served {
   // npm start's node flags (package.json).
   const child: ChildProcess = spawn(process.execPath, ['--no-allocation-site-pretenuring', MAIN, 'serve'], {
     env: { ...process.env, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
@@ -30,18 +36,27 @@ export async function startInstance(env: Record<string, string>, timeoutMs = 60_
   const onData = (c: Buffer) => { output = (output + c.toString('utf8')).slice(-200_000); };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  const instance: Instance = {
+  const exit = new Promise<void>((r) => child.once('exit', () => r()));
+  const served: Served = {
     get output() { return output; },
     get exited() { return child.exitCode !== null || child.signalCode !== null; },
+    get exitCode() { return child.exitCode; },
     async kill(signal = 'SIGKILL') {
-      if (instance.exited) return;
-      await new Promise<void>((r) => { child.once('exit', () => r()); child.kill(signal); });
+      if (served.exited) return;
+      child.kill(signal);
+      await exit;
     },
   };
+  return served;
+}
+
+/** `hookstream serve` in a child process; resolves once it logged that it started (or rejects with its output). */
+export async function startInstance(env: Record<string, string>, timeoutMs = 60_000): Promise<Instance> {
+  const instance = startServe(env);
   const until = Date.now() + timeoutMs;
-  while (!output.includes('hookstream started')) {
-    if (instance.exited) throw new Error(`instance exited at start-up:\n${output.slice(-2000)}`);
-    if (Date.now() > until) { await instance.kill(); throw new Error(`instance did not start within ${timeoutMs} ms:\n${output.slice(-2000)}`); }
+  while (!instance.output.includes('hookstream started')) {
+    if (instance.exited) throw new Error(`instance exited at start-up:\n${instance.output.slice(-2000)}`);
+    if (Date.now() > until) { await instance.kill(); throw new Error(`instance did not start within ${timeoutMs} ms:\n${instance.output.slice(-2000)}`); }
     await new Promise((r) => setTimeout(r, 50));
   }
   return instance;

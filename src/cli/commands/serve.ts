@@ -1,8 +1,16 @@
 import { loadConfig, ROLES } from '../../config.ts';
 import { ConfigError, ErrorCode, HookstreamError, describe, isHookstreamError } from '../../errors.ts';
-import { createLogger } from '../../log.ts';
+import { createLogger, onLogLineDropped } from '../../log.ts';
 import { startLocalServers } from '../../local/index.ts';
+import { createServiceMetrics } from '../../metrics.ts';
+import { startOpsServer } from '../../ops/server.ts';
+import { createStartingOps } from '../../ops/starting.ts';
+import { guardProcess } from '../../supervisor/process-guards.ts';
+import { startUntilUp, type Waiting } from '../../supervisor/start-up.ts';
 import type { Command } from '../command.ts';
+
+/** A repeat of the first signal this soon is the same stop: under `npm start`, Ctrl-C arrives twice (terminal, npm). */
+const REPEAT_MS = 1000;
 
 export const serve: Command = {
   name: 'serve',
@@ -11,7 +19,8 @@ export const serve: Command = {
     'Options:',
     `  --roles LIST   comma-separated roles to run in this process (default: all): ${ROLES.join(', ')}`,
     '',
-    'Configuration comes from environment variables; see the README. Stops gracefully on SIGTERM or SIGINT.',
+    'Configuration comes from environment variables; see the README. Waits for NATS and Postgres at start-up',
+    'as long as they take. SIGTERM or SIGINT stops it within HOOKSTREAM_SHUTDOWN_TIMEOUT; a second one at once.',
   ].join('\n'),
   options: { roles: { type: 'string' } },
   async run({ values }) {
@@ -20,40 +29,65 @@ export const serve: Command = {
     const given = loadConfig(env);
     if (given.roles.length === 0) throw new ConfigError('HOOKSTREAM_ROLES', 'no role to run');
     const log = createLogger({ level: given.logLevel });
-    // Loaded here so that other commands do not pay for the whole service at start-up.
+    const metrics = createServiceMetrics();
+    onLogLineDropped(() => metrics.logLinesDropped.inc());
+    guardProcess(log, metrics.unhandledErrors);
+
+    // The first signal asks for a stop: during start-up at once (nothing is in flight worth waiting for),
+    // afterwards within the shutdown deadline. A later one exits at once.
+    let firstSignalAt: number | undefined;
+    let stopRequested: (signal: string) => void = () => {};
+    const stopping = new Promise<string>((resolve) => { stopRequested = resolve; });
+    let running = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      const code = signal === 'SIGINT' ? 130 : 143;
+      if (firstSignalAt === undefined) {
+        firstSignalAt = Date.now();
+        log.info('shutting down', { signal });
+        // The exit signals the local servers started so far (src/local/child.ts), which shut down cleanly.
+        if (!running) process.exit(0);
+        stopRequested(signal);
+      } else if (Date.now() - firstSignalAt > REPEAT_MS) {
+        log.warn('second signal: exiting at once', { signal });
+        process.exit(code);
+      }
+    };
+    process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+
+    // Only while nothing else is loaded: other commands do not pay for the whole service at start-up.
     const { startService, needsDatabase } = await import('../../service.ts');
-    let service;
+    let waiting: Waiting | undefined;
+    const startingOps = createStartingOps(metrics, () => waiting);
     let local;
-    // Until the service runs, a signal ends start-up at once, as it would without handlers; the exit signals
-    // the local servers started so far (src/local/child.ts), which shut down cleanly.
-    const abort = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143);
-    process.once('SIGINT', abort).once('SIGTERM', abort);
+    let opsServer;
+    let service;
     try {
       local = await startLocalServers(given, log, { database: needsDatabase(given.roles) });
-      service = await startService(local.config, log);
+      // Open before start-up, so that orchestrators hear "alive, not ready: waiting for …" meanwhile.
+      const ops = await startOpsServer(startingOps, { host: given.opsHost, port: given.opsPort, log: log.child({ role: 'ops' }) });
+      opsServer = ops;
+      const config = local.config;
+      service = await startUntilUp((step) => startService(config, log, { metrics, opsServer: ops, step }), {
+        log, retries: metrics.startupRetries,
+        onWaiting: (w) => {
+          waiting = w;
+          // A failed attempt may have switched the listener to its own answers before it failed.
+          if (w) ops.use(startingOps);
+        },
+      });
     } catch (e) {
       await local?.stop();
+      await opsServer?.close();
       // Start-up failures are one line (main prints named errors without a stack), whatever threw them.
       throw isHookstreamError(e) ? e : new HookstreamError(ErrorCode.Internal, `start-up failed: ${describe(e)}`, { cause: e });
-    } finally {
-      process.removeListener('SIGINT', abort).removeListener('SIGTERM', abort);
     }
-    await new Promise<void>((resolve) => {
-      // Kept, not once: a repeat would otherwise kill the process mid-shutdown, and Ctrl-C under `npm start`
-      // arrives twice (from the terminal and forwarded by npm), leaving the local servers running.
-      let stopping = false;
-      const shutdown = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        log.info('shutting down', { signal });
-        resolve();
-      };
-      process.on('SIGTERM', () => shutdown('SIGTERM'));
-      process.on('SIGINT', () => shutdown('SIGINT'));
-    });
+    running = true;
+    if (firstSignalAt === undefined) await stopping;
     await service.stop();
     await local.stop();
+    await opsServer.close();
     log.info('stopped');
+    // Whatever a stop past its deadline left behind (a request to a NATS that is gone) must not hold the exit.
+    setTimeout(() => process.exit(0), 1000).unref();
   },
 };
-
