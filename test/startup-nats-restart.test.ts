@@ -1,6 +1,6 @@
-// NATS restarted in the first seconds of `hookstream serve` (before it connects, while it creates its streams,
-// while its roles start): the process waits and retries, never exits, and delivers every event without a
-// restart by anyone. Then SIGTERM stops it with exit 0.
+// NATS restarted or frozen in the first seconds of `hookstream serve` (before it connects, while it creates its
+// streams, while its roles start): the process waits and retries, never exits, and delivers every event without
+// a restart by anyone. Then SIGTERM stops it with exit 0.
 import test from 'ava';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -43,10 +43,29 @@ test.after.always(async () => {
   await db?.drop();
 });
 
-for (const delayMs of [500, 1500, 3000]) {
-  test.serial(`NATS restarted ${delayMs} ms after serve starts: every event delivered, the process never exits`, async (t) => {
+/** Stop NATS for a second and start it again on the same store. */
+const restart = async () => {
+  await nats.stop();
+  await new Promise((r) => setTimeout(r, 1000));
+  await nats.start();
+};
+
+/** Freeze NATS for 6 s (requests time out, connections stay open), then let it go on. */
+const freeze = async () => {
+  const pid = nats.pid!;
+  process.kill(pid, 'SIGSTOP');
+  await new Promise((r) => setTimeout(r, 6000));
+  process.kill(pid, 'SIGCONT');
+};
+
+const cases: [string, number, () => Promise<void>][] = [
+  ['restarted', 500, restart], ['restarted', 1500, restart], ['restarted', 3000, restart], ['frozen for 6 s', 1500, freeze],
+];
+
+for (const [what, delayMs, fault] of cases) {
+  test.serial(`NATS ${what} ${delayMs} ms after serve starts: every event delivered, the process never exits`, async (t) => {
     t.timeout(180_000);
-    const tenant = `tenant_restart_${delayMs}` as TenantId;
+    const tenant = `tenant_${what.split(' ')[0]}_${delayMs}` as TenantId;
     let nc: NatsConnection | undefined = await serviceConnection(nats.url);
     let ep: Endpoints | undefined;
     try {
@@ -58,9 +77,7 @@ for (const delayMs of [500, 1500, 3000]) {
       const s = startServe(instanceEnv({ natsUrl: nats.url, databaseUrl: db.url, keys }));
       served.push(s);
       await new Promise((r) => setTimeout(r, delayMs));
-      await nats.stop();
-      await new Promise((r) => setTimeout(r, 1000));
-      await nats.start();
+      await fault();
 
       const expected = EVENTS * ENDPOINTS;
       const endpoints = ep;
