@@ -14,6 +14,8 @@ import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { UnreachableError } from '../errors.ts';
 import { userInfo } from 'node:os';
+import { resolve } from 'node:path';
+import { describe, ErrorCode, isHookstreamError, UnreachableError } from '../errors.ts';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { UsageError } from './command.ts';
 
@@ -24,6 +26,27 @@ export interface NatsContext {
   js: JetStreamClient;
   jsm: JetStreamManager;
 }
+
+/** The project's folder: where `npm start` runs and keeps `.hookstream/` (src/cli/main.ts defaults to it). */
+export const PROJECT_DIR = resolve(import.meta.dirname, '../..');
+
+/**
+ * A server the CLI cannot reach or use, said for the person at the terminal: the hookstream service (whose
+ * `npm start` runs the servers when none answers) is what they start, or its configuration what they give.
+ */
+function unreachable(e: unknown, variables: string): unknown {
+  if (!isHookstreamError(e, ErrorCode.Unreachable)) return e;
+  // The servers' own start hints (nats-server -js, pg_ctlcluster) are for whoever runs the servers.
+  const what = e.message.replace(/; start (one|it) with: .*$/, '');
+  // Nothing answered: the service (and the servers it runs) may be down. Something answered and refused:
+  // the command lacks the service's configuration.
+  const answered = !what.startsWith('cannot connect') || /authori[sz]ation|authentication|password/i.test(describe(e.cause ?? e));
+  return new UnreachableError(answered
+    ? `${what}: set ${variables} for this command${variables.startsWith('NATS') ? ' (docs/nats-users.md names the user of each command)' : ''}`
+    : `${what}: is hookstream running? Start it with \`npm start\` in ${PROJECT_DIR} (it runs NATS and Postgres itself where none answers), or give this command the service's ${variables}`, e.cause ?? e);
+}
+
+const NATS_VARIABLES = 'NATS_URL, NATS_USER, NATS_PASSWORD';
 
 export function cliLogger(config: Config): Logger {
   // The CLI's own output is for people or scripts; only warnings and errors are logged.
@@ -36,7 +59,8 @@ export function cliLogger(config: Config): Logger {
  */
 export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Promise<T>): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'publisher');
-  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli', inboxPrefix: '_INBOX' });
+  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli', inboxPrefix: '_INBOX' })
+    .catch((e: unknown) => { throw unreachable(e, NATS_VARIABLES); });
   try {
     return await fn({ js: jetstream(nc) });
   } finally {
@@ -48,7 +72,8 @@ export async function withProducer<T>(fn: (ctx: { js: JetStreamClient }) => Prom
 export async function withDatabase<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'service');
   // One connection is all a CLI command needs.
-  const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 1 });
+  const orm = await openDatabase(config.databaseUrl, cliLogger(config), { poolSize: 1 })
+    .catch((e: unknown) => { throw unreachable(e, 'DATABASE_URL'); });
   try {
     return await fn(orm.em.fork());
   } finally {
@@ -74,7 +99,8 @@ async function requireStreams(jsm: JetStreamManager, url: string): Promise<void>
 export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'service');
   const log = cliLogger(config);
-  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' });
+  const nc = await connectNats({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, name: 'hookstream-cli' })
+    .catch((e: unknown) => { throw unreachable(e, NATS_VARIABLES); });
   try {
     const js = jetstream(nc);
     const jsm = await startupJetStreamManager(nc);
@@ -86,7 +112,7 @@ export async function withNats<T>(fn: (ctx: NatsContext) => Promise<T>): Promise
 }
 
 /**
- * Who runs the CLI, as the audit log records it (issue 19): --operator or HOOKSTREAM_OPERATOR, else
+ * Who runs the CLI, as the audit log records it: --operator or HOOKSTREAM_OPERATOR, else
  * `cli:<login name>` (characters the names do not take become `-`).
  */
 export function cliOperator(): string {
@@ -104,5 +130,14 @@ export function cliOperator(): string {
 export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'operator');
   const operator = cliOperator();
-  return withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator }, fn);
+  // Only the connection's failure is rewritten: fn's own errors pass as they are.
+  let connected = false;
+  try {
+    return await withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator }, (admin) => {
+      connected = true;
+      return fn(admin);
+    });
+  } catch (e) {
+    throw connected ? e : unreachable(e, NATS_VARIABLES);
+  }
 }

@@ -4,6 +4,8 @@ import { parseArgs } from 'node:util';
 import { UsageError, type Command, type Output } from './command.ts';
 import { isHookstreamError } from '../errors.ts';
 import { COMMANDS } from './commands/index.ts';
+import { PROJECT_DIR } from './context.ts';
+import { join } from 'node:path';
 
 function createOutput(json: boolean): Output {
   return {
@@ -99,6 +101,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
+  // Development keys and the local servers' credentials live in the project's folder, wherever the
+  // command runs: a second `.hookstream` elsewhere would hold other keys, and no credentials.
+  if (!process.env['HOOKSTREAM_DATA_DIR']) process.env['HOOKSTREAM_DATA_DIR'] = join(PROJECT_DIR, '.hookstream');
   // exitCode, not exit(): stdout to a pipe is written asynchronously and exit() would cut it short.
   process.exitCode = await main(process.argv.slice(2));
 }
