@@ -3,7 +3,7 @@ import { jetstream, JetStreamApiCodes, type JetStreamClient, type JetStreamManag
 import { withAdminClient, type AdminClient } from '../admin/client.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { loadConfig, type Config } from '../config.ts';
+import { loadConfig, redactUrl, type Config } from '../config.ts';
 import { openDatabase, closeDatabase } from '../db/orm.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { connectNats } from '../nats/connect.ts';
@@ -12,7 +12,6 @@ import { startupJetStreamManager } from '../../streams/index.ts';
 import { EVENTS_STREAM } from '../../streams/events.ts';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
-import { UnreachableError } from '../errors.ts';
 import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import { describe, ErrorCode, isHookstreamError, UnreachableError } from '../errors.ts';
@@ -90,7 +89,7 @@ async function requireStreams(jsm: JetStreamManager, url: string): Promise<void>
   for (const name of [EVENTS_STREAM, ENDPOINTS_STREAM]) {
     await jsm.streams.info(name).catch((e: unknown) => {
       if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
-      throw new UnreachableError(`NATS at ${url} has no ${name} stream: start the service (hookstream serve) once, which creates its streams`);
+      throw new UnreachableError(`NATS at ${url.split(',').map((s) => redactUrl(s.trim())).join(',')} has no ${name} stream: start the service (hookstream serve) once, which creates its streams`);
     });
   }
 }
