@@ -2,8 +2,8 @@
 // uses, fans its events out to them (half answer after 8 s, half never), floods endpoint writes that answer
 // 409 and floods requests with bad API keys. Meanwhile the victim PATCHes its endpoint and publishes events.
 // The scenario prints the victim's figures without and with the attacker, and asserts that every victim's
-// event arrives within 3 s. (The victim's PATCHes are printed, not asserted: the write path's consumers and
-// the API's throttling are the API side's part of the same work.) Real service process, NATS, Postgres and
+// PATCH answers 2xx and every victim's event arrives within 3 s. (The PATCHes' p99 is printed, not asserted:
+// under this attack it is still far above twice the idle one.) Real service process, NATS, Postgres and
 // loopback receivers.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
@@ -158,6 +158,7 @@ test.serial("noisy neighbour: an attacker tenant's endpoints, fan-out, slow rece
     t.log(`victim with the attacker: ${JSON.stringify(attacked)}`);
     t.log(`attacker: ${attackerN} events to ${attackerEndpoints.length} endpoints, restores ${JSON.stringify(writeStatuses)}, bad keys ${JSON.stringify(badKeyStatuses)}`);
 
+    t.is(attacked.patchFailures, 0, `every victim's PATCH answered 2xx (first failure: ${attacked.firstFailure ?? 'none'})`);
     t.is(attacked.eventsArrived, VICTIM_EVENTS, "every victim's event arrived");
     t.true(attacked.eventMaxMs <= EVENT_BOUND_MS, `the victim's slowest event took ${attacked.eventMaxMs} ms`);
   } finally {
