@@ -148,3 +148,27 @@ test('a claim whose request died is taken over after a minute; one still running
   t.is((await c.post(`/v1/webhooks/${id}/rotate-secret`, body, withKey('died'))).body.signing_secret, taken.body.signing_secret);
   t.is(await secretsOf(tenant, id), 2);
 });
+
+test('create: a retry after the endpoint changed (secret rotated, deleted) is a 409 without any secret', async (t) => {
+  const tenant = 'tenant_idem_create_changed';
+  const c = await as(t, tenant);
+  const body = { url: 'https://hooks.example.com/changed', events: ['user.created'] };
+  const first = await c.post('/v1/webhooks', body, withKey('create-1'));
+  t.is(first.status, 201);
+  const unchanged = await c.post('/v1/webhooks', body, withKey('create-1'));
+  t.is(unchanged.status, 201);
+  t.is(unchanged.body.signing_secret, first.body.signing_secret, 'unchanged: the first answer again');
+
+  const rotated = await c.post(`/v1/webhooks/${first.body.id}/rotate-secret`, { grace_period_seconds: 0 });
+  t.is(rotated.status, 200);
+  const afterRotation = await c.post('/v1/webhooks', body, withKey('create-1'));
+  t.is(afterRotation.status, 409);
+  t.regex(afterRotation.body.error.message, new RegExp(`already created webhook endpoint ${first.body.id}, which has changed since \\(active\\)`));
+  t.false(JSON.stringify(afterRotation.body).includes('whsec_'), 'neither the first secret nor the current one');
+
+  t.is((await c.delete(`/v1/webhooks/${first.body.id}`)).status, 200);
+  const afterDelete = await c.post('/v1/webhooks', body, withKey('create-1'));
+  t.is(afterDelete.status, 409);
+  t.regex(afterDelete.body.error.message, /\(deleted\)/);
+  t.false(JSON.stringify(afterDelete.body).includes('whsec_'));
+});

@@ -5,7 +5,7 @@ import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
-import { ErrorCode, isHookstreamError, notFound } from '../errors.ts';
+import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
 import { answerOnce, claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash, type AnswerOnceDeps } from './idempotency.ts';
@@ -68,6 +68,12 @@ export function webhookHandlers(deps: WebhookDeps) {
       const input = createInput(ctx.request.body, deps.checkUrl);
       const id = key === undefined ? undefined : await claimEndpointId(ctx.state.em, ctx.state.tenant, key, requestHash(input));
       const result = await deps.store.create(ctx.state.tenant, input, id === undefined ? {} : { id });
+      // A retry answers the secret the first create made, never a later one: once the endpoint has changed
+      // (its secret rotated, or it was deleted) a retry learns that it exists and gets no secret.
+      if (result.existed && result.signingSecret !== undefined && result.endpoint.updatedAt !== result.endpoint.createdAt) {
+        throw conflict(`Idempotency-Key already created webhook endpoint ${result.endpoint.id}, which has changed since (${result.endpoint.status}); `
+          + 'its signing secret is not shown again: rotate it if it was lost');
+      }
       const body: EndpointCreatedOut = { ...(await afterWrite(ctx, result)), ...secretOut(result.signingSecret) };
       // Stripe's header: this answer is the earlier create's.
       if (result.existed) ctx.set('idempotent-replayed', 'true');
