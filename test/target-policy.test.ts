@@ -13,6 +13,8 @@ const FORBIDDEN = [
   'fec0::1', 'ff02::1', 'ff05::1:3', '[::1]',
   // IPv4-translated and SRv6 (issue 23; Svix blocked these in 2026)
   '::ffff:0:7f00:1', '::ffff:0:127.0.0.1', '::ffff:0:808:808', '0:0:0:0:ffff:0:a00:1', '5f00::1', '5f00:1:2:3::7', '5f00:ffff::1',
+  // documentation, RFC 9637
+  '3fff::1', '3fff:fff:ffff::1',
   // not an address at all: fail closed
   'localhost', 'example.com', '', '999.1.1.1',
 ];
@@ -21,7 +23,7 @@ const ALLOWED = [
   '1.1.1.1', '8.8.8.8', '93.184.215.14', '172.15.255.255', '172.32.0.1', '192.169.0.1', '100.63.255.255',
   '100.128.0.1', '169.253.255.255', '223.255.255.255', '11.0.0.1', '198.20.0.1',
   '2606:4700:4700::1111', '2001:4860:4860::8888', '2a00:1450:4001:80b::200e', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8',
-  '5eff:ffff::1', '5f01::1',
+  '5eff:ffff::1', '5f01::1', '3ffe:ffff::1', '3fff:1000::1',
 ];
 
 for (const ip of FORBIDDEN) {
@@ -47,6 +49,7 @@ const URLS: [string, boolean, string | undefined][] = [
   ['https://169.254.169.254/latest/meta-data/', false, 'must not point to a loopback, private, link-local or reserved address'],
   ['https://[::1]/', false, 'must not point to a loopback, private, link-local or reserved address'],
   ['https://[::ffff:127.0.0.1]/', false, 'must not point to a loopback, private, link-local or reserved address'],
+  ['https://[3fff::1]/', false, 'must not point to a loopback, private, link-local or reserved address'],
   ['https://[fd00::1]/', false, 'must not point to a loopback, private, link-local or reserved address'],
   ['https://0.0.0.0/', false, 'must not point to a loopback, private, link-local or reserved address'],
   ['https://[::ffff:0:7f00:1]/', false, 'must not point to a loopback, private, link-local or reserved address'],

@@ -51,6 +51,7 @@ const IPV6: readonly [string, number][] = [
   ['2001::', 23], // IETF protocol assignments, incl. Teredo
   ['2001:db8::', 32], // documentation
   ['2002::', 16], // deprecated 6to4, which embeds an arbitrary IPv4 address
+  ['3fff::', 20], // documentation (RFC 9637)
   ['fc00::', 7], // unique local, incl. fd00::/8 (and AWS's fd00:ec2::254 metadata)
   ['fe80::', 10], // link-local
   ['fec0::', 10], // deprecated site-local
