@@ -213,8 +213,9 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       }
     }
 
-    // One endpoint store (and target policy) for the roles that command endpoints: delivery disables, the API writes.
-    const endpoints: Endpoints | undefined = roles.has('delivery') || roles.has('api')
+    // One endpoint store (and target policy) for the roles that command endpoints: delivery disables, the API writes,
+    // operators act through the admin role (issue 31).
+    const endpoints: Endpoints | undefined = roles.has('delivery') || roles.has('api') || roles.has('admin')
       ? createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log: log.child({ role: 'endpoints' }) })
       : undefined;
 
@@ -274,6 +275,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
         previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds, subjectHasher,
+        endpointStore: endpoints?.store,
         log: log.child({ role: 'admin' }), metrics,
       });
       stops.push(() => admin.stop());

@@ -22,12 +22,12 @@ export const opsSubject = (tenant: string, type: OpsEventType) => `ops.${tenant}
 
 /** Wire shapes, version 1; every one has v, type, tenant, endpoint and at (ISO 8601). */
 export type OpsEvent =
-  | { v: 1; type: 'endpoint.disabled'; tenant: string; endpoint: string; reason: 'gone' | 'failing'; at: string;
+  | { v: 1; type: 'endpoint.disabled'; tenant: string; endpoint: string; reason: 'gone' | 'failing' | 'operator'; at: string;
     /** Since when every attempt failed (reason failing), else null. */
     failing_since: string | null }
   | { v: 1; type: 'endpoint.enabled'; tenant: string; endpoint: string; at: string;
     /** Why it had been disabled. */
-    previous_reason: 'gone' | 'failing' | null }
+    previous_reason: 'gone' | 'failing' | 'operator' | null }
   | { v: 1; type: 'message.attempt.exhausted'; tenant: string; endpoint: string; at: string; webhook_id: string; event_type: string;
     attempts: number; last_status: number | null; last_error: string | null; dead_letter_id: string }
   | { v: 1; type: 'message.attempt.recovered'; tenant: string; endpoint: string; at: string;

@@ -198,6 +198,27 @@ test.serial('the overview puts the failing endpoints first and charts a day of d
   await context.close();
 });
 
+test.serial('an operator disables an endpoint with a reason and enables it again from its page; both are audited', async (t) => {
+  const { context, page } = await freshPage();
+  await signIn(page);
+  await page.getByRole('link', { name: 'Endpoints', exact: true }).click();
+  await page.getByRole('link', { name: bulkEndpointId }).click();
+  await page.getByLabel('Reason').fill('receiver down for maintenance');
+  await page.getByRole('button', { name: 'Disable' }).click();
+  await page.getByText('Disabled.').waitFor();
+  t.regex((await page.getByTestId('state').textContent())!, /^disabled \(operator since \S+\) by alice: receiver down for maintenance$/);
+  t.like((await admin.listAudit({ action: 'endpoint.disable' })).data[0], { operator: 'alice', target: bulkEndpointId, outcome: 'ok', detail: 'receiver down for maintenance' });
+  t.like(await h.store.get('tenant_console' as TenantId, bulkEndpointId as never), { status: 'disabled', disabledReason: 'operator' });
+  t.is(await page.getByRole('button', { name: 'Disable' }).count(), 0, 'no Disable on a disabled endpoint');
+
+  await page.getByRole('button', { name: 'Enable' }).click();
+  await page.getByText('Enabled: deliveries resume.').waitFor();
+  t.notRegex((await page.getByTestId('state').textContent())!, /disabled/);
+  t.like((await admin.listAudit({ action: 'endpoint.enable' })).data[0], { operator: 'alice', target: bulkEndpointId, outcome: 'ok' });
+  t.like(await h.store.get('tenant_console' as TenantId, bulkEndpointId as never), { status: 'active', disabledReason: null });
+  await context.close();
+});
+
 test.serial('markup in a query comes back in the error as text', async (t) => {
   const { context, page, dialogs } = await freshPage();
   await signIn(page);

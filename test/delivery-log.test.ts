@@ -3,7 +3,7 @@
 // subjects and the CLI; events traced to where they went or why they went nowhere; erased with their user.
 import test from 'ava';
 import { runCli } from './helpers/cli.ts';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { DeliveriesListIn, DeliveryLogOut } from '../src/admin/protocol.ts';
@@ -128,4 +128,39 @@ test('erasing a user removes their deliveries from the log', async (t) => {
   const left = (await admin.listDeliveries({ tenant: 'tenant_erase_log' })).data;
   t.is(left.length, 1);
   t.regex(r.received.find((x) => x.headers['webhook-id'] === left[0]!.webhook_id)!.body, /user_kept/);
+});
+
+test('operators disable (with a reason), enable and delete endpoints from the CLI, audited under their name', async (t) => {
+  const r = await h.receiver(() => 200);
+  const { endpoint } = await h.store.create('tenant_actions' as TenantId, { url: r.url, events: ['user.*'] });
+  const as = (args: string[]) => runCli(args, { ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_OPERATOR: 'bob' });
+
+  const noReason = await as(['endpoints', 'disable', '--id', endpoint.id]);
+  t.is(noReason.code, 2, 'a disable without --reason is a wrong invocation');
+  const disabled = await as(['endpoints', 'disable', '--id', endpoint.id, '--reason', 'receiver migrating']);
+  t.is(disabled.code, 0, disabled.stderr);
+  t.regex(disabled.stdout, new RegExp(`${endpoint.id} \\(tenant_actions\\) is now disabled \\(operator\\)`));
+  t.like(await h.store.get('tenant_actions' as TenantId, endpoint.id), { status: 'disabled', disabledReason: 'operator' });
+  // Held, not lost: routed into its queue while disabled, sent once enabled.
+  await h.publish('tenant_actions', 'user.created', { userId: 'user_held' });
+  await eventually(async () => ((await queuedDeliveries(h, endpoint.id)) === 1 ? true : undefined), 20_000, 'the delivery queued');
+  t.is(r.received.length, 0);
+  t.regex((await admin.endpointHealth({ endpoint: endpoint.id })).state, /^disabled \(operator since \S+\) by bob: receiver migrating$/);
+  const again = await as(['endpoints', 'disable', '--id', endpoint.id, '--reason', 'twice']);
+  t.is(again.code, 1);
+  t.regex(again.stderr, /is disabled, not active/);
+
+  const enabled = await as(['endpoints', 'enable', '--id', endpoint.id]);
+  t.is(enabled.code, 0, enabled.stderr);
+  await r.waitFor(1);
+  const deleted = await as(['endpoints', 'delete', '--id', endpoint.id, '--reason', 'tenant asked', '--json']);
+  t.is(deleted.code, 0, deleted.stderr);
+  t.like(JSON.parse(deleted.stdout), { endpoint_id: endpoint.id, status: 'deleted' });
+  const audit = (await admin.listAudit({ target: endpoint.id })).data.map((e) => [e.action, e.operator, e.outcome, e.detail]);
+  t.deepEqual(audit, [
+    ['endpoint.delete', 'bob', 'ok', 'tenant asked'],
+    ['endpoint.enable', 'bob', 'ok', null],
+    ['endpoint.disable', 'bob', 'conflict', null],
+    ['endpoint.disable', 'bob', 'ok', 'receiver migrating'],
+  ]);
 });

@@ -11,7 +11,7 @@ import {
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut, ERASURE_ROUTING_WAIT_MS, type EraseSubjectIn, type SubjectErasureOut,
-  type DeliveriesListIn, type DeliveriesListOut, type EndpointHealthIn, type EndpointHealthOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
+  type DeliveriesListIn, type DeliveriesListOut, type EndpointHealthIn, type EndpointHealthOut, type EndpointActionIn, type EndpointActionOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
 } from './protocol.ts';
 
 /**
@@ -48,6 +48,9 @@ export interface AdminClient {
   deliveryAttempts(req: DeliveryAttemptsIn): Promise<DeliveryAttemptsOut>;
   traceEvents(req: EventsTraceIn): Promise<EventsTraceOut>;
   endpointHealth(req: EndpointHealthIn): Promise<EndpointHealthOut>;
+  disableEndpoint(req: Required<EndpointActionIn>): Promise<EndpointActionOut>;
+  enableEndpoint(req: EndpointActionIn): Promise<EndpointActionOut>;
+  deleteEndpoint(req: Required<EndpointActionIn>): Promise<EndpointActionOut>;
   /** Any admin subject with a raw payload (for tests of malformed requests). */
   raw(subject: string, payload: string | Uint8Array): Promise<unknown>;
 }
@@ -105,6 +108,9 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     deliveryAttempts: (req) => call(AdminSubject.DeliveriesAttempts, req),
     traceEvents: (req) => call(AdminSubject.EventsTrace, req),
     endpointHealth: (req) => call(AdminSubject.EndpointsHealth, req),
+    disableEndpoint: (req) => call(AdminSubject.EndpointsDisable, req),
+    enableEndpoint: (req) => call(AdminSubject.EndpointsEnable, req),
+    deleteEndpoint: (req) => call(AdminSubject.EndpointsDelete, req),
     raw: (subject, payload) => raw(subject, payload),
   };
 }

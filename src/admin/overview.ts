@@ -16,6 +16,8 @@ import { countDeadLetters } from '../deadletter/store.ts';
 import type { EndpointHealthOut, EndpointListOut, EndpointOut, OverviewOut } from './protocol.ts';
 import { endpointStats, failingEndpoints, perMinute } from '../deliverylog/rates.ts';
 import { notFound } from '../errors.ts';
+import { AuditAction, listAudit } from '../audit/store.ts';
+import { DisabledReason } from '../domain/endpoint.ts';
 import { rejectedOut } from './rejected-events.ts';
 import type { EndpointListQuery } from './requests.ts';
 
@@ -81,9 +83,16 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
       const s = stats.get(id);
       if (!r || !s) continue;
       const e = await endpointOut(r);
-      out.push({ ...e, state: stateOf(e), ...s });
+      out.push({ ...e, state: stateOf(e) + await disabledBy(e), ...s });
     }
     return out;
+  }
+
+  /** Who disabled an endpoint its operators disabled, and why (the audit log's latest disable of it). */
+  async function disabledBy(e: EndpointOut): Promise<string> {
+    if (e.disabled_reason !== DisabledReason.Operator) return '';
+    const [entry] = await listAudit(orm.em.fork(), { action: AuditAction.EndpointDisable, target: e.id }, { limit: 1 });
+    return entry ? ` by ${entry.operator}: ${entry.detail ?? ''}` : '';
   }
 
   async function endpointHealth(id: string): Promise<EndpointHealthOut> {

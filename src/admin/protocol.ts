@@ -31,6 +31,9 @@ export const AdminSubject = {
   DeliveriesAttempts: 'admin.deliveries.attempts',
   EventsTrace: 'admin.events.trace',
   EndpointsHealth: 'admin.endpoints.health',
+  EndpointsDisable: 'admin.endpoints.disable',
+  EndpointsEnable: 'admin.endpoints.enable',
+  EndpointsDelete: 'admin.endpoints.delete',
 } as const;
 export type AdminSubject = (typeof AdminSubject)[keyof typeof AdminSubject];
 
@@ -540,4 +543,17 @@ export interface TracedEventOut {
 
 export interface EventsTraceOut {
   data: TracedEventOut[];
+}
+
+/** An operator's action on an endpoint; `reason` is required to disable or delete, and is audited. */
+export interface EndpointActionIn {
+  endpoint: string;
+  reason?: string;
+}
+
+export interface EndpointActionOut {
+  endpoint_id: string;
+  tenant: string;
+  status: string;
+  disabled_reason: string | null;
 }

@@ -368,3 +368,13 @@ export function parseTraceRequest(body: Body): TraceQuery {
 
 /** A request naming one endpoint (`{endpoint}`): endpoint health. */
 export const parseEndpointRequest = parseRetryNowRequest;
+
+/** An operator's action on an endpoint: its id, and a reason (required to disable or delete; at most 200 characters). */
+export function parseEndpointActionRequest(body: Body, reason: 'required' | 'none'): { endpoint: EndpointId; reason?: string } {
+  onlyFields(body, reason === 'required' ? ['endpoint', 'reason'] : ['endpoint']);
+  const { endpoint } = parseRetryNowRequest({ endpoint: body['endpoint'] });
+  if (reason === 'none') return { endpoint };
+  const text = requiredString(body, 'reason').trim();
+  if (text === '' || text.length > 200 || /[\u0000-\u001f]/.test(text)) throw badRequest('reason must be 1-200 characters, without control characters');
+  return { endpoint, reason: text };
+}

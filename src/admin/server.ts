@@ -16,6 +16,7 @@ import type { DeadLetterTagger } from '../deadletter/tag.ts';
 import { createRejectedEvents } from './rejected-events.ts';
 import { createOverview } from './overview.ts';
 import { createDeliveryLog } from '../deliverylog/search.ts';
+import { createEndpointActions, type EndpointCommands } from './endpoint-actions.ts';
 import { requestRetryNow } from '../delivery/retry-now.ts';
 import {
   ADMIN_QUEUE, ADMIN_SUBJECTS, adminCode, AdminErrorCode, AdminSubject, OPERATOR_HEADER, type AdminErrorReply, type AuditListOut,
@@ -28,7 +29,7 @@ import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
   parseAuditListRequest, parseBody, parseEraseSubjectRequest, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
-  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest, parseEndpointRequest,
+  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest, parseEndpointRequest, parseEndpointActionRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -73,6 +74,10 @@ const AUDITED: Partial<Record<string, Audited>> = {
     action: AuditAction.EndpointRetryNow, target: (b) => String(b['endpoint']),
     detail: (r: EndpointRetryNowOut) => `brought forward ${r.brought_forward} on ${r.instances} instance(s)`,
   },
+  // Issue 31: the reason an operator gave is the record of why.
+  [AdminSubject.EndpointsDisable]: { action: AuditAction.EndpointDisable, target: (b) => String(b['endpoint']), detail: (_r: unknown, b) => String(b['reason']) },
+  [AdminSubject.EndpointsEnable]: { action: AuditAction.EndpointEnable, target: (b) => String(b['endpoint']) },
+  [AdminSubject.EndpointsDelete]: { action: AuditAction.EndpointDelete, target: (b) => String(b['endpoint']), detail: (_r: unknown, b) => String(b['reason']) },
 };
 
 /** The operator a request names in its header; a request that names none is recorded as `unnamed`. */
@@ -105,6 +110,8 @@ export async function startAdmin(deps: {
   webhookIds: WebhookIdCodec;
   /** Subject ids' keyed hashes (erasure, issue 22). */
   subjectHasher: SubjectHasher;
+  /** Endpoint commands for operators' actions (issue 31); absent where the admin role may not write them. */
+  endpointStore?: EndpointCommands | undefined;
   log: Logger;
   metrics: ServiceMetrics;
 }): Promise<Admin> {
@@ -115,6 +122,7 @@ export async function startAdmin(deps: {
   const rejected = createRejectedEvents(deps);
   const overview = createOverview(deps);
   const deliveryLog = createDeliveryLog(deps);
+  const endpointActions = createEndpointActions({ js: deps.js, jsm: deps.jsm, orm: deps.orm, store: deps.endpointStore });
   const erasure = createErasure({ jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log });
 
   const handlers: Record<string, Handler> = {
@@ -127,6 +135,9 @@ export async function startAdmin(deps: {
     [AdminSubject.DeliveriesAttempts]: (b) => { const q = parseDeliveryAttemptsRequest(b); return deliveryLog.attempts(q.webhookId, q.endpoint); },
     [AdminSubject.EventsTrace]: (b) => deliveryLog.trace(parseTraceRequest(b)),
     [AdminSubject.EndpointsHealth]: (b) => overview.endpointHealth(parseEndpointRequest(b).endpoint),
+    [AdminSubject.EndpointsDisable]: (b) => endpointActions.disable(parseEndpointActionRequest(b, 'required').endpoint),
+    [AdminSubject.EndpointsEnable]: (b) => endpointActions.enable(parseEndpointActionRequest(b, 'none').endpoint),
+    [AdminSubject.EndpointsDelete]: (b) => endpointActions.delete(parseEndpointActionRequest(b, 'required').endpoint),
     [AdminSubject.EventsRejected]: (b) => rejected.list(parseRejectedListRequest(b)),
     [AdminSubject.EventsRejectedShow]: (b) => rejected.show(parseRejectedShowRequest(b).seq),
     [AdminSubject.EndpointsRetryNow]: async (b) => {

@@ -24,8 +24,8 @@ const ENDPOINT_PROPERTIES = {
   rate_limit: { type: ['integer', 'null'], minimum: MIN_RATE_LIMIT, maximum: MAX_RATE_LIMIT, description: 'Deliveries per second at most; null for no limit.' },
   ordering: { type: 'string', enum: ['none', 'key'], description: '`key`: the events of each ordering key are delivered in order; `none`: unordered.' },
   disabled_reason: {
-    type: ['string', 'null'], enum: ['gone', 'failing', null],
-    description: 'Set while disabled: `gone` (the endpoint answered 410 Gone) or `failing` (every attempt failed for the deployment\'s HOOKSTREAM_DISABLE_AFTER, default 5 days).',
+    type: ['string', 'null'], enum: ['gone', 'failing', 'operator', null],
+    description: 'Set while disabled: `gone` (the endpoint answered 410 Gone), `failing` (every attempt failed for the deployment\'s HOOKSTREAM_DISABLE_AFTER, default 5 days) or `operator` (the service\'s operators disabled it).',
   },
   disabled_at: { type: ['string', 'null'], format: 'date-time' },
   created_at: { type: 'string', format: 'date-time' },

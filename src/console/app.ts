@@ -222,6 +222,21 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     send(ctx, endpointPage(viewer(ctx), health, recent, done ? { kind: 'ok', text: done } : undefined));
   });
 
+  router.post('/endpoints/:id/disable', async (ctx) => {
+    const form = await postedForm(ctx);
+    if (!form) return;
+    const r = await admin(ctx).disableEndpoint({ endpoint: ctx.params['id']!, reason: form.get('reason') ?? '' });
+    ctx.status = 303;
+    ctx.redirect(`/endpoints/${encodeURIComponent(r.endpoint_id)}?done=disabled`);
+  });
+
+  router.post('/endpoints/:id/enable', async (ctx) => {
+    if (!(await postedForm(ctx))) return;
+    const r = await admin(ctx).enableEndpoint({ endpoint: ctx.params['id']! });
+    ctx.status = 303;
+    ctx.redirect(`/endpoints/${encodeURIComponent(r.endpoint_id)}?done=enabled`);
+  });
+
   router.post('/endpoints/:id/retry-now', async (ctx) => {
     if (!(await postedForm(ctx))) return;
     const r = await admin(ctx).retryNow({ endpoint: ctx.params['id']! });

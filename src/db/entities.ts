@@ -37,7 +37,7 @@ export const EndpointRecord = defineEntity({
   indexes: [{ name: 'endpoints_tenant_id_idx', columns: [{ name: 'tenant' }, { name: 'id', sort: 'DESC' }] }],
   checks: [
     { name: 'endpoints_status_check', expression: "status in ('active', 'disabled', 'deleted')" },
-    { name: 'endpoints_disabled_reason_check', expression: "disabled_reason in ('gone', 'failing')" },
+    { name: 'endpoints_disabled_reason_check', expression: "disabled_reason in ('gone', 'failing', 'operator')" },
     { name: 'endpoints_signature_scheme_check', expression: "signature_scheme in ('v1', 'v1a')" },
     { name: 'endpoints_ordering_check', expression: "ordering in ('none', 'key')" },
   ],

@@ -11,10 +11,13 @@ import { textProblem } from './text.ts';
 export const EndpointStatus = { Active: 'active', Disabled: 'disabled', Deleted: 'deleted' } as const;
 export type EndpointStatus = (typeof EndpointStatus)[keyof typeof EndpointStatus];
 
-/** Why hookstream disabled an endpoint: it answered 410 Gone, or every attempt failed for HOOKSTREAM_DISABLE_AFTER. */
-export const DisabledReason = { Gone: 'gone', Failing: 'failing' } as const;
+/**
+ * Why an endpoint was disabled: it answered 410 Gone, or every attempt failed for HOOKSTREAM_DISABLE_AFTER,
+ * or an operator disabled it (their reason is in the audit log).
+ */
+export const DisabledReason = { Gone: 'gone', Failing: 'failing', Operator: 'operator' } as const;
 export type DisabledReason = (typeof DisabledReason)[keyof typeof DisabledReason];
-export const isDisabledReason = (x: unknown): x is DisabledReason => x === DisabledReason.Gone || x === DisabledReason.Failing;
+export const isDisabledReason = (x: unknown): x is DisabledReason => Object.values(DisabledReason).includes(x as DisabledReason);
 
 /**
  * Issue 21: `key` delivers each ordering key's events in order (src/delivery/ordered-gate.ts); `none`, the

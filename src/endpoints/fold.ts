@@ -45,7 +45,7 @@ export function endpointStateProblem(s: EndpointState): string | undefined {
   if (s.status !== EndpointStatus.Active && s.status !== EndpointStatus.Disabled && s.status !== EndpointStatus.Deleted) return 'status must be active, disabled or deleted';
   if (s.rateLimit !== null && !(Number.isInteger(s.rateLimit) && s.rateLimit >= MIN_RATE_LIMIT && s.rateLimit <= MAX_RATE_LIMIT)) return 'rate_limit must be an integer from 1 to 10000 or null';
   if (!isOrdering(s.ordering)) return 'ordering must be none or key';
-  if (s.disabledReason !== null && !isDisabledReason(s.disabledReason)) return 'disabled_reason must be gone, failing or null';
+  if (s.disabledReason !== null && !isDisabledReason(s.disabledReason)) return 'disabled_reason must be gone, failing, operator or null';
   if (s.disabledAt !== null && !isTime(s.disabledAt)) return 'disabled_at must be an ISO date or null';
   if (s.signatureScheme !== 'v1' && s.signatureScheme !== 'v1a') return 'signature_scheme must be v1 or v1a';
   if (s.signingPublicKey !== null && !isText(s.signingPublicKey)) return 'signing_public_key must be a string or null';

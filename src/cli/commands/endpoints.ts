@@ -203,3 +203,37 @@ export const endpointsHealth: Command = {
     ].join('\n'));
   },
 };
+
+/** `endpoints disable|enable|delete --id ID [--reason TEXT]`: an operator's action, audited under their name. */
+function endpointAction(verb: 'disable' | 'enable' | 'delete', summary: string, effect: string): Command {
+  const needsReason = verb !== 'enable';
+  return {
+    name: `endpoints ${verb}`,
+    summary,
+    help: [
+      'Options:',
+      '  --id ID          the endpoint (webhook_…)',
+      ...(needsReason ? ['  --reason TEXT    why (1-200 characters), kept in the audit log with the operator\'s name'] : []),
+      '',
+      effect,
+      'Asks the admin subject (admin.endpoints.' + verb + ') as the operator user; the admin role must run as the',
+      "service user (the admin role alone, as nats.conf's admin user, may not change endpoints).",
+    ].join('\n'),
+    options: { id: { type: 'string' }, ...(needsReason ? { reason: { type: 'string' } } : {}) },
+    async run({ values, out }) {
+      const id = requireString(values, 'id');
+      if (!isEndpointId(id)) throw new UsageError('--id must be a webhook_… id');
+      const reason = needsReason ? requireString(values, 'reason') : undefined;
+      const r = await withAdmin((admin) => (verb === 'enable' ? admin.enableEndpoint({ endpoint: id })
+        : verb === 'disable' ? admin.disableEndpoint({ endpoint: id, reason: reason! }) : admin.deleteEndpoint({ endpoint: id, reason: reason! })));
+      out.data(r, () => `${r.endpoint_id} (${r.tenant}) is now ${r.status}${r.disabled_reason ? ` (${r.disabled_reason})` : ''}`);
+    },
+  };
+}
+
+export const endpointsDisable = endpointAction('disable', 'Disable an endpoint: nothing is sent to it, new deliveries wait in its queue until it is enabled',
+  'Deliveries already queued and those routed meanwhile are kept and sent once the endpoint is enabled.');
+export const endpointsEnable = endpointAction('enable', 'Enable a disabled endpoint again (whoever disabled it): its queued deliveries are sent',
+  'Works for endpoints disabled by an operator, for a 410 Gone or for failing too long.');
+export const endpointsDelete = endpointAction('delete', "Delete an endpoint for its tenant: its queue is dropped and nothing more is sent",
+  'The tenant can restore it through the API (POST /v1/webhooks/:id/restore); queued deliveries are not kept.');

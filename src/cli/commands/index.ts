@@ -1,7 +1,9 @@
 // Every CLI command, in the order `hookstream --help` lists them.
 import type { Command } from '../command.ts';
 import { serve } from './serve.ts';
-import { endpointsCreate, endpointsHealth, endpointsList, endpointsRetryNow, endpointsUpdate } from './endpoints.ts';
+import {
+  endpointsCreate, endpointsDelete, endpointsDisable, endpointsEnable, endpointsHealth, endpointsList, endpointsRetryNow, endpointsUpdate,
+} from './endpoints.ts';
 import { eventsPublish, eventsRejected, eventsTrace } from './events.ts';
 import { keysGenerate, keysResealDeadLetters, keysResealSecrets } from './keys.ts';
 import { listen } from './listen.ts';
@@ -13,6 +15,7 @@ import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts'
 import { auditList } from './audit.ts';
 import { erase } from './erase.ts';
 
-export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsHealth, endpointsRetryNow, eventsPublish, eventsRejected, eventsTrace, listen,
+export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsHealth, endpointsRetryNow,
+  endpointsDisable, endpointsEnable, endpointsDelete, eventsPublish, eventsRejected, eventsTrace, listen,
   deadLettersList, deadLettersShow, deadLettersReplay, deliveriesList, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters];

@@ -20,6 +20,7 @@ import { Migration0015DeadLetterReplays } from './0015-dead-letter-replays.ts';
 import { Migration0016TenantLimits } from './0016-tenant-limits.ts';
 import { Migration0017DeliveryLog } from './0017-delivery-log.ts';
 import { Migration0018AttemptRates } from './0018-attempt-rates.ts';
+import { Migration0019OperatorDisabled } from './0019-operator-disabled.ts';
 
 export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: Migration0001Initial },
@@ -40,4 +41,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0016-tenant-limits', class: Migration0016TenantLimits },
   { name: '0017-delivery-log', class: Migration0017DeliveryLog },
   { name: '0018-attempt-rates', class: Migration0018AttemptRates },
+  { name: '0019-operator-disabled', class: Migration0019OperatorDisabled },
 ];
