@@ -85,7 +85,7 @@ test('every hookstream command line names a command and options it takes', (t) =
   let checked = 0;
   for (const [file, markdown] of text) {
     for (const line of commandLines(markdown)) {
-      for (const m of line.matchAll(/(?:npx hookstream|bin\/hookstream|docker compose run --rm hookstream|^hookstream)((?: [a-z][a-z-]*)*)([^|;&]*)/g)) {
+      for (const m of line.matchAll(/(?:npx hookstream|bin\/hookstream|docker run --rm hookstream|\bhookstream hookstream|^hookstream)((?: [a-z][a-z-]*)*)([^|;&]*)/g)) {
         const words = m[1]!.trim().split(' ').filter((w) => w !== '');
         if (words.length === 0) continue;
         checked++;
