@@ -7,7 +7,7 @@ import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
@@ -268,6 +268,20 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   t.true(apiSpans.every((s) => s.instance === 'a'));
   t.true(apiSpans.some((s) => s.scope.includes('instrumentation-koa') && s.name.includes('/v1/webhooks')));
   t.log('API trace:', apiSpans.map((s) => `${s.scope.replace('@opentelemetry/instrumentation-', '')}: ${s.name}`).join('; '));
+  // No secret in a span: a query's literals (the API key's hash) are not in its text, nor a portal link's token in its URL.
+  const pgSpans = apiSpans.filter((s) => s.scope.includes('instrumentation-pg') && typeof s.attributes['db.query.text'] === 'string');
+  t.true(pgSpans.length > 0);
+  t.deepEqual(pgSpans.filter((s) => String(s.attributes['db.query.text']).includes("'")).map((s) => s.attributes['db.query.text']), [], 'no literal in a query text');
+  const keyHash = createHash('sha256').update(apiKey!).digest();
+  const portalToken = `tok${randomBytes(12).toString('hex')}`;
+  const portal = await fetch(`${apiUrl.replace(/\/$/, '')}/portal/start?token=${portalToken}`, { redirect: 'manual' });
+  const portalTrace = portal.headers.get('x-trace-id') ?? '';
+  await eventually(() => (inTrace(portalTrace).some((s) => s.kind === Kind.Server) ? true : undefined), 30_000, 'the portal request\'s span');
+  const leaks = otlp.spans.filter((s) => Object.values(s.attributes).some((v) => {
+    const text = String(v);
+    return text.includes(portalToken) || text.includes(keyHash.toString('hex')) || text.includes(keyHash.toString('base64')) || text.includes(apiKey!);
+  }));
+  t.deepEqual(leaks.map((s) => `${s.name}: ${JSON.stringify(s.attributes)}`), []);
 
   // The CLI publishing as a producer (tracing on): its span is the router span's parent.
   const published = await runCli(['events', 'publish', '--tenant', tenant, '--type', 'user.updated', '--data', '{"userId":"user_9"}'], { ...cliEnv, ...tracingEnv });

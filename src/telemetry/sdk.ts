@@ -5,6 +5,7 @@
 import { register } from 'node:module';
 import { activeTraceFields, tracing } from './tracing.ts';
 import { logTraceFields } from '../log.ts';
+import { sqlWithoutLiterals } from './sql-text.ts';
 
 process.env['OTEL_SERVICE_NAME'] ||= 'hookstream';
 process.env['OTEL_METRICS_EXPORTER'] ||= 'none';
@@ -33,12 +34,17 @@ const sdk = new NodeSDK({
       ignoreIncomingRequestHook: (req) => OPS_PATHS.has((req.url ?? '').split('?')[0] ?? ''),
       // The service sends no HTTP of its own through node:http (attempts use undici and have their own span).
       disableOutgoingRequestInstrumentation: true,
+      // The portal link's single-use token (/portal?token=…) is the only secret a query string carries.
+      redactedQueryParamsServer: ['token'],
     }),
     // The router's layer (named by its route) only: the app's middleware would add five anonymous spans per request.
     new KoaInstrumentation({ ignoreLayersType: [KoaLayerType.MIDDLEWARE] }),
     // Only queries made for a traced request or dead letter: the projector's and the sweeps' own
     // queries would each be a trace of one span.
-    new PgInstrumentation({ requireParentSpan: true }),
+    new PgInstrumentation({
+      requireParentSpan: true,
+      requestHook: (span, { query }) => { if (query.text) span.setAttribute('db.query.text', sqlWithoutLiterals(query.text)); },
+    }),
   ],
 });
 sdk.start();
