@@ -62,6 +62,8 @@ export interface Config {
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
   replicas: number;
   rateLimitPerSecond: number;
+  /** Failed authentications a source address (or key prefix) may make at once before 429s; 0: no limit. */
+  authFailureBurst: number;
   /** Largest event body the router accepts; larger ones are rejected (too_large). */
   maxEventBytes: number;
   masterKey: string | undefined;
@@ -110,6 +112,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
+  { name: 'HOOKSTREAM_AUTH_FAILURE_BURST', default: '20', meaning: 'failed authentications (API keys, portal and console cookies, console sign-ins) a source address or key prefix may make at once, then one a second, before 429s without a lookup; 0 turns it off' },
   { name: 'HOOKSTREAM_MAX_EVENT_BYTES', default: String(DEFAULT_MAX_EVENT_BYTES), meaning: 'largest event body accepted, in bytes (at most 262144); larger events are rejected' },
   { name: 'HOOKSTREAM_MASTER_KEY', default: '(generated in development)', meaning: 'base64 32-byte key sealing signing secrets and keying webhook ids' },
   { name: 'HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY', default: '(generated in development)', meaning: 'base64 X25519 public key sealing dead letters' },
@@ -286,6 +289,7 @@ export function loadConfig(env: Env = process.env): Config {
     // JetStream allows at most 5 replicas.
     replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),
+    authFailureBurst: int(env, 'HOOKSTREAM_AUTH_FAILURE_BURST', 20, 0, 1_000_000),
     // EVENTS stores nothing larger, and the delivery body ({"type","data"} around it) must fit a DELIVERIES message.
     maxEventBytes: int(env, 'HOOKSTREAM_MAX_EVENT_BYTES', DEFAULT_MAX_EVENT_BYTES, 1024, Math.min(EVENTS_MAX_MSG_SIZE, DELIVERY_MAX_BODY - 1024)),
     masterKey: env['HOOKSTREAM_MASTER_KEY'] || undefined,

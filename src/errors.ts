@@ -18,6 +18,8 @@ export const ErrorCode = {
   PayloadTooLarge: 'payload_too_large',
   UnsupportedMediaType: 'unsupported_media_type',
   RateLimited: 'rate_limited',
+  /** A tenant's quota (src/tenants/limits.ts): 429 with retry-after for a rate, 422 for a count. */
+  QuotaExceeded: 'quota_exceeded',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

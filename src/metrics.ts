@@ -135,6 +135,8 @@ export function createServiceMetrics(registry = new Metrics()) {
     directoryLag: registry.gauge('hookstream_directory_lag_seconds', 'Seconds since the endpoint directory last proved itself complete, while it is not (0 when it is)'),
     endpointsProbing: registry.gauge('hookstream_endpoints_probing', 'Endpoints this process probes one attempt at a time because their recent attempts all failed'),
     backlogPending: registry.gauge('hookstream_endpoint_backlog_pending', 'Deliveries waiting per endpoint'),
+    tenantLimitHits: registry.counter('hookstream_tenant_limit_hits_total', 'Requests refused because their tenant reached one of its quotas, by limit'),
+    authThrottled: registry.counter('hookstream_auth_throttled_total', 'Sign-ins and API requests refused before any check because their source failed too often, by surface'),
     backlogAckPending: registry.gauge('hookstream_endpoint_backlog_ack_pending', 'Deliveries in flight or awaiting retry per endpoint'),
   };
 }

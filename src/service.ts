@@ -38,6 +38,8 @@ import { createServiceOps, startOpsServer, type Ops, type OpsServer } from './op
 import { atMost, runStops } from './supervisor/stops.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
+import { createTenantLimitsStore } from './tenants/limits.ts';
+import { withTenantQuotas } from './tenants/quotas.ts';
 import { createOpsEvents } from './ops/events.ts';
 import { startEndpointHealth } from './delivery/endpoint-health.ts';
 import { startApiServer, type ApiServer } from './api/server.ts';
@@ -256,12 +258,15 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       // Without a projector in this process, another instance's progress shows in the checkpoint row.
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
+      // The tenants' quotas on their endpoint commands, for the API and the portal alike.
+      const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
       const portal = createPortal({
-        orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
+        orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
         assets: await loadAssets(), rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'portal' }),
       });
       const { app } = createApi({
-        orm: db, store: endpoints.store, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
+        orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
+        authFailureBurst: config.authFailureBurst, authThrottled: metrics.authThrottled,
         portal, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey),
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });

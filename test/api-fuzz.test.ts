@@ -9,6 +9,7 @@ import { createApiKey } from '../src/apikeys/store.ts';
 import { EVENT_NAMES } from '../src/domain/catalogue.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
+import { createTenantLimitsStore, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
 
 const SEED = 0x5eed_2026;
 const CASES = 3000;
@@ -18,6 +19,8 @@ let h: Harness;
 
 test.before(async () => {
   h = await startHarness('api_fuzz', { HOOKSTREAM_ROLES: 'api,projector', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '0', HOOKSTREAM_RATE_LIMIT: '1000000' });
+  // Past the tenants' default quotas (endpoints, writes a second): this test is about something else.
+  await createTenantLimitsStore(h.service.orm!).set(DEFAULTS_TENANT, { endpoints: 100_000, writesPerSecond: 100_000 }, 'test');
 });
 test.after.always(async () => {
   await h?.close();

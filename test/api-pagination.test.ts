@@ -5,11 +5,14 @@ import { startHarness, type Harness } from './helpers/service.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import type { TenantId } from '../src/domain/ids.ts';
+import { createTenantLimitsStore, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
 
 let h: Harness;
 
 test.before(async () => {
   h = await startHarness('api_pages', { HOOKSTREAM_ROLES: 'api,projector', HOOKSTREAM_RATE_LIMIT: '100000' });
+  // Past the tenants' default quotas (endpoints, writes a second): this test is about something else.
+  await createTenantLimitsStore(h.service.orm!).set(DEFAULTS_TENANT, { endpoints: 100_000, writesPerSecond: 100_000 }, 'test');
 });
 test.after.always(async () => {
   await h?.close();

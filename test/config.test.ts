@@ -39,6 +39,7 @@ test('defaults without any variable', (t) => {
     queueRetentionMs: 28 * 86_400_000,
     deliveryShards: 128,
     rateLimitPerSecond: 100,
+    authFailureBurst: 20,
     maxEventBytes: 262_144,
     replicas: 1,
     masterKey: undefined,

@@ -8,6 +8,8 @@ import type { EndpointStore } from '../endpoints/store.ts';
 import type { Logger } from '../log.ts';
 import { OPS_PATHS } from '../ops/index.ts';
 import { requireApiKey } from './auth.ts';
+import { createFailureThrottle } from './auth-throttle.ts';
+import type { Counter } from '../metrics.ts';
 import { jsonBody } from './body.ts';
 import { errorEnvelope } from './envelope.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
@@ -30,6 +32,10 @@ export interface ApiDeps {
   /** Seals the answers kept for Idempotency-Key retries (HOOKSTREAM_MASTER_KEY). */
   sealer: AnswerOnceDeps['sealer'];
   rateLimitPerSecond: number;
+  /** HOOKSTREAM_AUTH_FAILURE_BURST: failed authentications per source address or key prefix before 429s (0: unlimited). */
+  authFailureBurst?: number;
+  /** Counts requests refused by that throttle (`hookstream_auth_throttled_total`). */
+  authThrottled?: Counter;
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
   now?: () => number;
@@ -94,7 +100,8 @@ export function createApi(deps: ApiDeps): Api {
     ctx.state.em = deps.orm.em.fork();
     return next();
   });
-  app.use(requireApiKey(PUBLIC_PATHS));
+  const throttle = deps.authFailureBurst === 0 ? undefined : createFailureThrottle({ burst: deps.authFailureBurst, now: deps.now });
+  app.use(requireApiKey(PUBLIC_PATHS, throttle, () => deps.authThrottled?.inc({ surface: 'api' })));
   app.use(rateLimitByKey(createRateLimiter({ perSecond: deps.rateLimitPerSecond, now: deps.now }), PUBLIC_PATHS));
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -7,9 +7,11 @@ import { isPostgresUnavailable } from '../db/orm.ts';
 import { newIdBody } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
 import type { ApiState } from './state.ts';
+import { isQuotaExceeded } from '../tenants/quotas.ts';
 
 export interface ErrorBody {
-  error: { code: ErrorCode; message: string; details: FieldError[] };
+  /** `limit`: the quota a quota_exceeded names (src/tenants/quotas.ts). */
+  error: { code: ErrorCode; message: string; details: FieldError[]; limit?: string };
 }
 
 export interface RenderedError {
@@ -38,6 +40,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCode.UnsupportedMediaType]: 415,
   [ErrorCode.ValidationFailed]: 422,
   [ErrorCode.RateLimited]: 429,
+  // A count the tenant must lower itself; a rate (with retry-after) is 429 below.
+  [ErrorCode.QuotaExceeded]: 422,
 };
 
 const retryAfter = (seconds: number) => ({ 'retry-after': String(seconds) });
@@ -62,6 +66,11 @@ export function renderError(e: unknown): RenderedError {
     ...(code === ErrorCode.Unauthorized ? { 'www-authenticate': 'Bearer' } : {}),
     ...(after !== undefined ? retryAfter(after) : {}),
   };
+  if (isQuotaExceeded(e)) {
+    const r = render(after === undefined ? status : 429, code, e.message, { headers });
+    r.body.error.limit = e.limit;
+    return r;
+  }
   return render(status, code, e.message, { details: e.details, headers });
 }
 

@@ -252,9 +252,10 @@ export const OPENAPI_DOCUMENT = {
               code: {
                 type: 'string',
                 enum: ['bad_request', 'unauthorized', 'not_found', 'method_not_allowed', 'conflict', 'payload_too_large',
-                  'unsupported_media_type', 'validation_failed', 'rate_limited', 'internal_error', 'unavailable'],
+                  'unsupported_media_type', 'validation_failed', 'rate_limited', 'quota_exceeded', 'internal_error', 'unavailable'],
               },
               message: { type: 'string' },
+              limit: { type: 'string', enum: ['endpoints', 'writes_per_second'], description: 'With quota_exceeded: the tenant quota reached.' },
               details: {
                 type: 'array',
                 items: {
@@ -274,9 +275,9 @@ export const OPENAPI_DOCUMENT = {
       Conflict: json(ref('Error'), 'The endpoint is not in a state that allows this (or changed concurrently), or the Idempotency-Key belongs to another request or to one still running.'),
       PayloadTooLarge: json(ref('Error'), 'The body is larger than 64 KB.'),
       UnsupportedMediaType: json(ref('Error'), 'The body is not application/json.'),
-      ValidationFailed: json(ref('Error'), 'One or more fields are invalid or unknown; `details` names each.'),
+      ValidationFailed: json(ref('Error'), 'One or more fields are invalid or unknown; `details` names each. Or `quota_exceeded` with `limit: endpoints`: the tenant has as many endpoints as its quota allows.'),
       RateLimited: {
-        ...json(ref('Error'), 'Too many requests for this API key.'),
+        ...json(ref('Error'), 'Too many requests for this API key or from this address, or `quota_exceeded` with `limit: writes_per_second`: the tenant\'s endpoint writes a second.'),
         headers: { 'retry-after': { schema: { type: 'integer' }, description: 'Seconds to wait.' } },
       },
       Internal: json(ref('Error'), 'An unexpected failure; quote the x-request-id header when reporting it.'),

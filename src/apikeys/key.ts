@@ -21,6 +21,9 @@ export interface NewKey {
   prefix: string;
 }
 
+/** The characters of a key that listings show (and that the failed-authentication throttle counts by). */
+export const keyPrefix = (key: string): string => key.slice(0, SHOWN_CHARS);
+
 export function generateKey(): NewKey {
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
   return { key, hash: hashKey(key), prefix: key.slice(0, SHOWN_CHARS) };

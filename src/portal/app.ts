@@ -99,7 +99,7 @@ export function createPortal(deps: PortalDeps): Middleware {
     return undefined;
   }
   /** A 422 (or 409) of the checks /v1 applies, as a notice naming each problem. */
-  const problem = (e: unknown): Notice | undefined => (isHookstreamError(e) && (e.code === ErrorCode.ValidationFailed || e.code === ErrorCode.Conflict)
+  const problem = (e: unknown): Notice | undefined => (isHookstreamError(e) && (e.code === ErrorCode.ValidationFailed || e.code === ErrorCode.Conflict || e.code === ErrorCode.QuotaExceeded)
     ? { kind: 'error', text: e.message, details: e.details.map((d) => `${d.field}: ${d.message}`) }
     : undefined);
 
