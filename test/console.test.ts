@@ -13,6 +13,7 @@ import type { AdminClient } from '../src/admin/client.ts';
 import type { DeadLetterOut } from '../src/admin/protocol.ts';
 import { createOperator, revokeOperator } from '../src/operators/store.ts';
 import type { TenantId } from '../src/domain/ids.ts';
+import { requestFrom } from './helpers/from-address.ts';
 
 const MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">';
 
@@ -319,6 +320,24 @@ test.serial('a session ends at its expiry, and when its operator is revoked', as
   await signIn(page, bobKey);
   await page.getByText('Unknown or revoked operator key.').waitFor();
   t.pass();
+  await context.close();
+});
+
+test.serial('a flood of failed sign-ins from one address is refused there and locks no one else out', async (t) => {
+  // ~20 anonymous tries a second from one client used to lock every operator out of the console.
+  const statuses: number[] = [];
+  for (let i = 0; i < 40; i++) {
+    const res = await requestFrom('127.0.0.2', `${url}/sign-in`, {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `key=hs_op_${'x'.repeat(43)}`,
+    });
+    statuses.push(res.status);
+  }
+  t.true(statuses.slice(0, 5).every((s) => s === 403 || s === 401), statuses.join(','));
+  t.is(statuses.at(-1), 429, 'the flooding address is throttled');
+  const { context, page } = await freshPage();
+  await signIn(page);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  t.is(new URL(page.url()).pathname, '/', 'an operator at another address signs in');
   await context.close();
 });
 

@@ -6,12 +6,12 @@ import Router from '@koa/router';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AdminClient } from '../admin/client.ts';
 import type { DeadLettersReplayManyOut } from '../admin/protocol.ts';
-import { createRateLimiter } from '../api/rate-limit.ts';
+import { createFailureThrottle } from '../api/auth-throttle.ts';
 import { AUDIT_OK, AuditAction, recordAudit } from '../audit/store.ts';
 import { isEndpointId } from '../domain/ids.ts';
 import { ErrorCode, isHookstreamError, describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { authenticateOperator } from '../operators/store.ts';
+import { authenticateOperator, isWellFormedOperatorKey, operatorKeyPrefix } from '../operators/store.ts';
 import type { Asset } from './assets.ts';
 import { toString, type Html } from './html.ts';
 import type { Flash, Viewer } from './layout.ts';
@@ -31,8 +31,10 @@ export interface ConsoleDeps {
   admin(operator: string): AdminClient;
   assets: Map<string, Asset>;
   log: Logger;
-  /** Sign-in attempts per client address: a burst of this many, then one per 6 s (default 10). */
+  /** Failed sign-ins (and session cookies) per client address or operator key prefix: a burst of this many, then one per 6 s (default 10). */
   signInBurst?: number;
+  /** Called for each sign-in refused by that throttle (a metric). */
+  throttled?: () => void;
 }
 
 interface State {
@@ -52,9 +54,10 @@ const first = (q: Record<string, string | string[] | undefined>): Query =>
 export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
   const { orm, log } = deps;
   const burst = deps.signInBurst ?? 10;
-  // Per address and for the whole console: guessing a 256-bit key is hopeless, but a flood of tries is noise in the logs.
-  const perAddress = createRateLimiter({ perSecond: burst / 60, burst });
-  const overall = createRateLimiter({ perSecond: 2, burst: 60 });
+  // Failed sign-ins and session cookies, per source address and per operator key prefix, never for the
+  // whole console (one client must not lock every operator out); a key or cookie that worked lately passes.
+  // Guessing a 256-bit key is hopeless, but each try costs a lookup and a log line.
+  const failures = createFailureThrottle({ burst, perSecond: burst / 60 });
   const router = new Router<State>({ sensitive: true, strict: true });
 
   const send = (ctx: Ctx, body: Html, status = 200) => {
@@ -97,20 +100,28 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
       setCookie(ctx, PRE_SESSION_COOKIE, fresh, 3600);
       send(ctx, signInPage(csrfTokenOf(fresh), message), status);
     };
-    const limited = [perAddress.take(ctx.ip), overall.take('*')].find((t) => !t.ok);
-    if (limited && !limited.ok) {
+    const key = (form.get('key') ?? '').trim();
+    const prefix = isWellFormedOperatorKey(key) ? operatorKeyPrefix(key) : undefined;
+    const limited = failures.check(ctx.ip, key, prefix);
+    if (!limited.ok) {
       ctx.set('Retry-After', String(limited.retryAfterSeconds));
       log.warn('console sign-in rate limited', { address: ctx.ip });
+      deps.throttled?.();
       return again(`Too many sign-in attempts; try again in ${limited.retryAfterSeconds} s.`, 429);
     }
     const refusal = formRefusal(ctx, isToken(pre) ? pre : undefined, form.get('csrf'));
-    if (refusal) return again(`Refused: ${refusal}. Try again.`, 403);
+    if (refusal) {
+      failures.failed(ctx.ip, prefix);
+      return again(`Refused: ${refusal}. Try again.`, 403);
+    }
     const em = orm.em.fork();
-    const operator = await authenticateOperator(em, (form.get('key') ?? '').trim());
+    const operator = await authenticateOperator(em, key);
     if (!operator) {
+      failures.failed(ctx.ip, prefix);
       log.info('console sign-in refused', { address: ctx.ip });
       return again('Unknown or revoked operator key.', 401);
     }
+    failures.succeeded(key);
     const session = await createSession(em, operator);
     await recordAudit(em, { operator: operator.name, action: AuditAction.ConsoleSignIn, target: operator.id, outcome: AUDIT_OK, detail: `from ${ctx.ip}` });
     clearCookie(ctx, PRE_SESSION_COOKIE);
@@ -297,7 +308,13 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
       return;
     }
     const token = readCookie(ctx, SESSION_COOKIE);
-    const session = token ? await findSession(orm.em.fork(), token) : undefined;
+    // A source whose cookies keep failing is not looked up again for a while (signed out, at no cost).
+    const session = token && failures.check(ctx.ip, token).ok ? await findSession(orm.em.fork(), token) : undefined;
+    if (token && !session) {
+      failures.failed(ctx.ip);
+      clearCookie(ctx, SESSION_COOKIE); // or the browser would spend the budget with every page it asks for
+    }
+    if (session) failures.succeeded(token!);
     if (session) ctx.state.session = session;
     if (!session && ctx.path !== '/sign-in') {
       if (ctx.method === 'GET' || ctx.method === 'HEAD') {

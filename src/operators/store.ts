@@ -23,6 +23,8 @@ const OPERATOR_NAME = /^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,63}$/;
 export const isOperatorName = (s: unknown): s is string => typeof s === 'string' && OPERATOR_NAME.test(s);
 
 export const isWellFormedOperatorKey = (s: string): boolean => KEY_SHAPE.test(s);
+/** The characters of a key that listings show (and that the console's sign-in throttle counts by). */
+export const operatorKeyPrefix = (key: string): string => key.slice(0, SHOWN_CHARS);
 
 /** An operator as listings show it: never the key, never its hash. */
 export interface OperatorInfo {

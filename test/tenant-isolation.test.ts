@@ -1,0 +1,132 @@
+// What one tenant (or one anonymous client) can do to the others through the API, tried as an attacker
+// would on the real service: its endpoints stop at its quota while another tenant still creates; a flood of
+// refused writes (409) spends only its own writes a second and leaves no NATS consumer behind while another
+// tenant's PATCHes answer 2xx; bad keys from one address (or of one key prefix) are refused (429) without a
+// database lookup while a good key from another address works.
+import test from 'ava';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startHarness, type Harness } from './helpers/service.ts';
+import { apiClient, type ApiClient } from './helpers/api-client.ts';
+import { requestFrom } from './helpers/from-address.ts';
+import { createApiKey } from '../src/apikeys/store.ts';
+import { createApi } from '../src/api/app.ts';
+import { startApiServer } from '../src/api/server.ts';
+import { SecretSealer } from '../src/crypto/sodium.ts';
+import type { TenantId } from '../src/domain/ids.ts';
+import { silentLogger } from '../src/log.ts';
+import { connectNats } from '../src/nats/connect.ts';
+import { createTenantLimitsStore } from '../src/tenants/limits.ts';
+import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
+
+let h: Harness;
+let nc: NatsConnection;
+
+test.before(async () => {
+  h = await startHarness('tenant_isolation', { HOOKSTREAM_ROLES: 'api,projector', HOOKSTREAM_RATE_LIMIT: '100000' });
+  nc = await connectNats({ url: h.nats.url });
+  // Before any write, so the service's first load of the limits already has them.
+  const limits = createTenantLimitsStore(h.service.orm!);
+  await limits.set('tenant_small' as TenantId, { endpoints: 3 }, 'test');
+  await limits.set('tenant_flood' as TenantId, { writesPerSecond: 5 }, 'test');
+});
+test.after.always(async () => {
+  await nc?.close();
+  await h?.close();
+});
+
+const client = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<ApiClient> =>
+  apiClient(h.service.api!.url, (await createApiKey(h.service.orm!.em.fork(), tenant as TenantId)).key, t);
+const body = (n: number) => ({ url: `https://hooks.example.com/${n}`, events: ['user.*'] });
+const hits = (limit: string) => h.service.metrics.tenantLimitHits.get({ limit });
+
+test.serial('a tenant at its endpoints quota gets 422 naming the limit; another tenant still creates', async (t) => {
+  const small = await client(t, 'tenant_small');
+  const other = await client(t, 'tenant_other');
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const res = await small.post('/v1/webhooks', body(i));
+    t.is(res.status, 201);
+    ids.push(res.body.id);
+  }
+  const before = hits('endpoints');
+  const refused = await small.post('/v1/webhooks', body(3));
+  t.is(refused.status, 422);
+  t.like(refused.body.error, { code: 'quota_exceeded', limit: 'endpoints' });
+  t.is((await other.post('/v1/webhooks', body(4))).status, 201, 'another tenant is not affected');
+  t.is(hits('endpoints'), before + 1, 'counted by limit');
+
+  // A deleted endpoint frees its place; restoring it while the place is taken again is refused the same way.
+  t.is((await small.delete(`/v1/webhooks/${ids[0]}`)).status, 200);
+  t.is((await small.post('/v1/webhooks', body(5))).status, 201);
+  const restore = await small.post(`/v1/webhooks/${ids[0]}/restore`);
+  t.is(restore.status, 422);
+  t.like(restore.body.error, { code: 'quota_exceeded', limit: 'endpoints' });
+});
+
+test.serial('a flood of refused restores spends only its tenant\'s writes, leaves no consumer, and another tenant\'s PATCHes answer 2xx', async (t) => {
+  const flood = await client(t, 'tenant_flood');
+  const victim = await client(t, 'tenant_victim');
+  const target = (await flood.post('/v1/webhooks', body(10))).body.id as string;
+  const own = (await victim.post('/v1/webhooks', body(11))).body.id as string;
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const consumers = async () => (await jsm.streams.info(ENDPOINTS_STREAM)).state.consumer_count;
+  const before = await consumers();
+
+  const statuses = new Map<string, number>();
+  let stop = false;
+  const attacker = Promise.all(Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      // Already active: every restore that gets through is a 409.
+      const res = await flood.post(`/v1/webhooks/${target}/restore`);
+      const k = `${res.status} ${res.body.error?.code}${res.body.error?.limit ? ` ${res.body.error.limit}` : ''}`;
+      statuses.set(k, (statuses.get(k) ?? 0) + 1);
+      if (res.status === 429) t.regex(res.headers.get('retry-after') ?? '', /^\d+$/);
+    }
+  }));
+  const victimStatuses: number[] = [];
+  for (let i = 0; i < 20; i++) victimStatuses.push((await victim.patch(`/v1/webhooks/${own}`, { description: `change ${i}` })).status);
+  stop = true;
+  await attacker;
+
+  t.deepEqual(victimStatuses, Array(20).fill(200), 'every PATCH of the other tenant answered 200');
+  t.true((statuses.get('429 quota_exceeded writes_per_second') ?? 0) > 0, JSON.stringify([...statuses]));
+  t.deepEqual([...statuses.keys()].sort(), ['409 conflict', '429 quota_exceeded writes_per_second'], JSON.stringify([...statuses]));
+  t.true(await consumers() <= before, 'no consumer left behind on ENDPOINTS');
+});
+
+test.serial('bad keys from one address are refused with 429 before any lookup; a good key from another address works', async (t) => {
+  // An API of its own whose database lookups are counted: what answers 429 did not look anything up.
+  let lookups = 0;
+  const real = h.service.orm!;
+  const orm = { em: { fork: () => {
+    const em = real.em.fork();
+    const findOne = em.findOne.bind(em);
+    em.findOne = ((...args: Parameters<typeof findOne>) => { lookups++; return findOne(...args); }) as typeof em.findOne;
+    return em;
+  } } } as unknown as typeof real;
+  const { app } = createApi({
+    orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 1000,
+    authFailureBurst: 5, log: silentLogger, sealer: new SecretSealer(h.keys.masterKey),
+  });
+  const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: silentLogger });
+  t.teardown(() => server.close());
+  const good = (await createApiKey(real.em.fork(), 'tenant_good' as TenantId)).key;
+  const bad = (i: number) => ({ authorization: `Bearer hs_live_${String(i).padStart(43, 'x')}` });
+  const get = (from: string, headers: Record<string, string>) => requestFrom(from, `${server.url}/v1/webhooks`, { headers });
+
+  const statuses: number[] = [];
+  for (let i = 0; i < 5; i++) statuses.push((await get('127.0.0.2', bad(i))).status);
+  t.is(lookups, 5);
+  for (let i = 5; i < 50; i++) statuses.push((await get('127.0.0.2', bad(i))).status);
+  t.deepEqual(statuses, [...Array(5).fill(401), ...Array(45).fill(429)]);
+  t.is(lookups, 5, 'the refused ones looked nothing up');
+  const throttled = await get('127.0.0.2', bad(99));
+  t.like(JSON.parse(throttled.body).error, { code: 'rate_limited' });
+  t.regex(String(throttled.headers['retry-after']), /^\d+$/);
+
+  t.is((await get('127.0.0.1', { authorization: `Bearer ${good}` })).status, 200, 'a good key from another address works');
+  t.is((await get('127.0.0.3', bad(100))).status, 429, 'the same key prefix from another address is refused too');
+  t.is((await get('127.0.0.3', { authorization: `Bearer hs_live_${'y'.repeat(43)}` })).status, 401, 'another prefix from another address is looked up');
+  t.is(lookups, 7);
+});
