@@ -43,8 +43,8 @@ import { createFairPublishes } from './fair-publishes.ts';
  */
 const MAX_ROUTING = 65_536;
 /** Fan-out publishes awaiting their ack at once, and one tenant's share of them (src/router/fair-publishes.ts). */
-const PUBLISH_WINDOW = 1024;
-const TENANT_PUBLISH_WINDOW = 256;
+const PUBLISH_WINDOW = 4096;
+const TENANT_PUBLISH_WINDOW = 1024;
 /**
  * A tenant whose fan-outs have this many publishes pending has its next events wait, unrouted and in order,
  * until they drop below it: a fan-out far larger than its share costs memory for its deliveries only a
