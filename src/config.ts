@@ -32,6 +32,8 @@ export interface Config {
   consoleNatsPassword: string | undefined;
   /** Origins allowed to frame the tenant portal (PORTAL_FRAME_ANCESTORS); none: it cannot be framed. */
   portalFrameAncestors: string[];
+  /** The API's base URL as tenants reach it (PUBLIC_URL): portal links are made from it, never from a request's Host. */
+  publicUrl: string | undefined;
   dataDir: string;
   production: boolean;
   roles: Role[];
@@ -95,6 +97,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'CONSOLE_PORT', default: '8090', meaning: 'listen port of the operator console; 0 picks a free port' },
   { name: 'CONSOLE_NATS_USER', default: '', meaning: 'NATS user of the console (the operator user of nats.conf)' },
   { name: 'CONSOLE_NATS_PASSWORD', default: '', meaning: 'its NATS password' },
+  { name: 'PUBLIC_URL', default: '', meaning: 'the API\'s base URL as tenants reach it (https://hooks.example.com): portal links point there; unset, to the API\'s listen address' },
   { name: 'PORTAL_FRAME_ANCESTORS', default: '', meaning: 'origins (https://dashboard.example.com, comma-separated) that may frame the tenant portal' },
   { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys, and the data of the local Postgres and nats-server `npm start` runs when none answers, are kept' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
@@ -198,6 +201,13 @@ function origins(env: Env, name: string): string[] {
   return out;
 }
 
+/** PUBLIC_URL: one origin (scheme, host, port), or none. */
+function publicUrl(env: Env): string | undefined {
+  const given = origins(env, 'PUBLIC_URL');
+  if (given.length > 1) throw new ConfigError('PUBLIC_URL', 'expected one origin such as https://hooks.example.com');
+  return given[0];
+}
+
 /** A URL with any password replaced, for messages. */
 export function redactUrl(raw: string): string {
   try {
@@ -268,6 +278,7 @@ export function loadConfig(env: Env = process.env): Config {
     consoleNatsUser: env['CONSOLE_NATS_USER'] || undefined,
     consoleNatsPassword: env['CONSOLE_NATS_PASSWORD'] || undefined,
     portalFrameAncestors: origins(env, 'PORTAL_FRAME_ANCESTORS'),
+    publicUrl: publicUrl(env),
     dataDir: str(env, 'HOOKSTREAM_DATA_DIR', '.hookstream'),
     production: env['NODE_ENV'] === 'production',
     roles: [...new Set(roles)] as Role[],

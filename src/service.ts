@@ -264,13 +264,15 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
         assets: await loadAssets(), rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'portal' }),
       });
+      let listening = `http://${config.host}:${config.port}`;
       const { app } = createApi({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
         authFailureBurst: config.authFailureBurst, authThrottled: metrics.authThrottled,
-        portal, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey),
+        portal, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey), publicUrl: () => config.publicUrl ?? listening,
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;
+      listening = server.url;
       // Pushed after the roles it relies on, so it stops before them: no new commands while they wind down.
       stops.push(() => server.close());
     }

@@ -9,6 +9,7 @@ import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 import { requestHash } from '../src/api/idempotency.ts';
+import { request } from 'node:http';
 
 let h: Harness;
 
@@ -171,4 +172,25 @@ test('create: a retry after the endpoint changed (secret rotated, deleted) is a 
   t.is(afterDelete.status, 409);
   t.regex(afterDelete.body.error.message, /\(deleted\)/);
   t.false(JSON.stringify(afterDelete.body).includes('whsec_'));
+});
+
+test('a portal link is made from the configured public URL (else the listen address), never from the request\'s Host header', async (t) => {
+  const { key } = await createApiKey(h.service.orm!.em.fork(), 'tenant_portal_host' as TenantId, 'test');
+  const api = new URL(h.service.api!.url);
+  const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request({
+      host: api.hostname, port: api.port, method: 'POST', path: '/v1/portal/sessions',
+      headers: { host: 'attacker.example', authorization: `Bearer ${key}`, 'x-forwarded-host': 'attacker.example', 'x-forwarded-proto': 'https' },
+    }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => { body += c.toString(); });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  t.is(answer.status, 201, answer.body);
+  const url = new URL((JSON.parse(answer.body) as { url: string }).url);
+  t.is(url.origin, api.origin);
+  t.is(url.pathname, '/portal/start');
 });

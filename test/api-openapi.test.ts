@@ -16,7 +16,7 @@ const doc = OPENAPI_DOCUMENT as unknown as Node;
 const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'options', 'head', 'trace'];
 
 // The app is only built, never served: no dependency is touched.
-const { routes } = createApi({
+const { routes } = createApi({ publicUrl: () => 'http://127.0.0.1',
   orm: undefined as unknown as Database, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
   checkUrl: () => undefined, rateLimitPerSecond: 1, log: silentLogger, sealer: undefined as unknown as SecretSealer,
 });

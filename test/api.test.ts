@@ -366,7 +366,7 @@ test('422 names every field that fails validation, unknown fields included', asy
 test('429 with retry-after once a key has spent its tokens; other keys are not affected', async (t) => {
   // A second app on the same database with a frozen clock: the bucket never refills, so the count is exact.
   let now = 1_000_000;
-  const { app } = createApi({
+  const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm: h.service.orm!, store: undefined as unknown as EndpointStore, waitForProjection: async () => {},
     checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 3, log: createLogger({ write: () => {} }), now: () => now, sealer: sealer(),
   });
@@ -388,7 +388,7 @@ test('500 hides the failure from the caller and logs it with the request id', as
   const log = createLogger({ write: (line) => lines.push(line) });
   const secret = 'whsec_c2VjcmV0LXRoYXQtbXVzdC1ub3QtbGVhaw==';
   const failing = { create: async () => { throw new Error(`database exploded near ${secret}`); } } as unknown as EndpointStore;
-  const { app } = createApi({
+  const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm: h.service.orm!, store: failing, waitForProjection: async () => {}, checkUrl: (u) => checkTargetUrl(u, false),
     rateLimitPerSecond: 100, log, sealer: sealer(),
   });
@@ -418,7 +418,7 @@ test('routes answer HEAD for GET and OPTIONS with Allow', async (t) => {
 
 test('a write whose event the projection has not reached in time still answers (the secret must not be lost)', async (t) => {
   const lines: string[] = [];
-  const { app } = createApi({
+  const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100, sealer: sealer(),
     waitForProjection: async (seq) => { throw new ProjectionLagError('endpoints', seq, seq - 1, 5000); },
     log: createLogger({ write: (line) => lines.push(line) }),

@@ -20,7 +20,7 @@ test('defaults without any variable', (t) => {
     consolePort: 8090,
     consoleNatsUser: undefined,
     consoleNatsPassword: undefined,
-    portalFrameAncestors: [],
+    portalFrameAncestors: [], publicUrl: undefined,
     dataDir: '.hookstream',
     production: false,
     roles: ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'],
@@ -264,4 +264,12 @@ test('OPS_PORT may not take the API port on an address the API listens on', (t) 
 
 test('every role name is accepted on its own', (t) => {
   for (const role of ROLES) t.deepEqual(loadConfig({ HOOKSTREAM_ROLES: role }).roles, [role]);
+});
+
+test('PUBLIC_URL is one origin: portal links point there', (t) => {
+  t.is(loadConfig({ PUBLIC_URL: 'https://hooks.example.com/' }).publicUrl, 'https://hooks.example.com');
+  t.is(loadConfig({}).publicUrl, undefined);
+  for (const bad of ['hooks.example.com', 'https://hooks.example.com/prefix', 'https://a.example.com,https://b.example.com', 'ftp://x.example.com']) {
+    t.throws(() => loadConfig({ PUBLIC_URL: bad }), { instanceOf: ConfigError, message: /^PUBLIC_URL: expected/ }, bad);
+  }
 });

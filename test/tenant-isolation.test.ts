@@ -105,7 +105,7 @@ test.serial('bad keys from one address are refused with 429 before any lookup; a
     em.findOne = ((...args: Parameters<typeof findOne>) => { lookups++; return findOne(...args); }) as typeof em.findOne;
     return em;
   } } } as unknown as typeof real;
-  const { app } = createApi({
+  const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 1000,
     authFailureBurst: 5, log: silentLogger, sealer: new SecretSealer(h.keys.masterKey),
   });

@@ -36,6 +36,8 @@ export interface ApiDeps {
   authFailureBurst?: number;
   /** Counts requests refused by that throttle (`hookstream_auth_throttled_total`). */
   authThrottled?: Counter;
+  /** The API's base URL as tenants reach it (PUBLIC_URL, else its listen address), without a trailing slash. */
+  publicUrl(): string;
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
   now?: () => number;
@@ -83,8 +85,8 @@ export function createApi(deps: ApiDeps): Api {
     // The key's own: a link acts as the API key that asked, so another key's retry is another request.
     await answerOnce(ctx, { sealer: deps.sealer, log }, { route: 'portal-session', key: ctx.state.keyId }, async () => {
       const link = await createPortalLink(ctx.state.em, { tenant: ctx.state.tenant, keyId: ctx.state.keyId });
-      // The origin this request came to: the link works wherever the tenant's dashboard reaches the API.
-      return { status: 201, body: { url: `${ctx.protocol}://${ctx.host}/portal/start?token=${link.token}`, expires_at: link.expiresAt.toISOString() } };
+      // Never the request's Host header: anyone can name any host there, and the link carries a session's token.
+      return { status: 201, body: { url: `${deps.publicUrl()}/portal/start?token=${link.token}`, expires_at: link.expiresAt.toISOString() } };
     });
   });
 
