@@ -36,6 +36,7 @@ import { subjectHasherOf } from './erasure/subject-hash.ts';
 import { createErasureIndexWriter } from './erasure/index-writer.ts';
 import { createServiceOps, startOpsServer, type Ops, type OpsServer } from './ops/index.ts';
 import { atMost, runStops } from './supervisor/stops.ts';
+import { createRoleSupervisor } from './supervisor/roles.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
 import { createTenantLimitsStore } from './tenants/limits.ts';
@@ -148,8 +149,9 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // metrics name every tenant's endpoints). Pushed early, so it answers until the roles have stopped.
     let directory: EndpointDirectory | undefined;
     let router: Router | undefined;
+    const supervisor = createRoleSupervisor({ log, restarts: metrics.roleRestarts });
     const ops = createServiceOps({
-      nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'),
+      nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'), roles: supervisor.down,
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
       ...(roles.has('router') ? { router: () => router } : {}),
     });
@@ -203,11 +205,12 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
 
     if (roles.has('deadletter') && orm && deadLetterTags && subjectHasher) {
       const publicKey = keys.deadLetterPublicKey!;
-      const handler = await startDeadLetterHandler({
-        js, jsm, orm, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash },
+      const db = orm;
+      const handler = await supervisor.supervise('deadletter', () => startDeadLetterHandler({
+        js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash },
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
-      });
+      }));
       stops.push(() => handler.stop());
       if (config.deadLetterRetentionMs > 0) {
         const retention = startDeadLetterRetention({ orm, retentionMs: config.deadLetterRetentionMs, log: log.child({ role: 'deadletter' }), metrics });
@@ -243,12 +246,11 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     }
 
     if (roles.has('router') && directory && publisher && webhookIds && subjectHasher) {
-      const r = await startRouter({
+      const r = await supervisor.supervise('router', () => startRouter({
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }),
-      });
-      router = r;
+      }), (started) => { router = started; });
       stops.push(() => r.stop());
     }
 

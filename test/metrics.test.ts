@@ -51,7 +51,7 @@ test('healthz and readyz answer on the ops listener, and not on the API port', a
   t.is(ready.status, 200);
   const body = await ready.json() as { status: string; checks: { name: string; ok: boolean }[] };
   t.is(body.status, 'ready');
-  t.deepEqual(body.checks.map((c) => [c.name, c.ok]), [['nats', true], ['streams', true], ['postgres', true], ['projection', true], ['directory', true], ['router', true]]);
+  t.deepEqual(body.checks.map((c) => [c.name, c.ok]), [['nats', true], ['streams', true], ['postgres', true], ['projection', true], ['directory', true], ['router', true], ['roles', true]]);
 });
 
 test.serial('counters move as events are received, rejected, delivered, failed, dead and replayed', async (t) => {

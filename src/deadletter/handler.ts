@@ -37,6 +37,8 @@ export interface DeadLetterSealer {
 
 export interface DeadLetterHandler {
   stop(): Promise<void>;
+  /** Settles when the handler's loop ends (src/supervisor/roles.ts). */
+  readonly done: Promise<void>;
 }
 
 export async function startDeadLetterHandler(deps: {
@@ -174,6 +176,7 @@ export async function startDeadLetterHandler(deps: {
   })();
 
   return {
+    done: loop,
     async stop() {
       await backstop?.stop();
       await messages.close();

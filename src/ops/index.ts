@@ -20,6 +20,7 @@ export function createServiceOps(deps: {
   checkProjection: boolean;
   directory?: ReadinessDeps['directory'];
   router?: ReadinessDeps['router'];
+  roles?: ReadinessDeps['roles'];
 }): Ops {
   return createOps({
     metrics: deps.metrics,

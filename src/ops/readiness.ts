@@ -42,6 +42,8 @@ export interface ReadinessDeps {
   directory?: () => { lagSeconds(): number } | undefined;
   /** The process's router, once started: events waiting to be routed again are shown (they do not fail readiness). */
   router?: () => { waiting(): { events: number; longestMs: number } } | undefined;
+  /** Roles of this process down at the moment, being started again (src/supervisor/roles.ts). */
+  roles?: () => string[];
   /** Deadline of each check (default 2 s). */
   timeoutMs?: number;
 }
@@ -112,6 +114,9 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
       : { name: 'router', ok: true };
   };
 
+  const roles = (down: string[]): CheckResult =>
+    (down.length ? { name: 'roles', ok: false, detail: `down, being started again: ${down.join(', ')}` } : { name: 'roles', ok: true });
+
   return async () => {
     const checks = await Promise.all([
       nats(),
@@ -120,6 +125,7 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
       ...(deps.orm && deps.checkProjection ? [projection(deps.orm)] : []),
       ...(deps.directory ? [directory()] : []),
       ...(deps.router ? [router()] : []),
+      ...(deps.roles ? [roles(deps.roles())] : []),
     ]);
     return { ready: checks.every((c) => c.ok), checks };
   };

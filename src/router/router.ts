@@ -65,6 +65,8 @@ export interface Router {
   /** Events this process handed back for NATS's reasons and still waiting for their next try (readiness). */
   waiting(): { events: number; longestMs: number };
   stop(): Promise<void>;
+  /** Settles when the routing loop ends (src/supervisor/roles.ts). */
+  readonly done: Promise<void>;
 }
 
 export async function startRouter(deps: {
@@ -339,6 +341,7 @@ export async function startRouter(deps: {
   })();
 
   return {
+    done: loop,
     waiting: () => verdicts.waiting(),
     async stop() {
       untrackLeader?.();
