@@ -14,8 +14,9 @@ import { projectionsRebuild, projectionsStatus } from './projections.ts';
 import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts';
 import { auditList } from './audit.ts';
 import { erase } from './erase.ts';
+import { backup, restore } from './backup.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsHealth, endpointsRetryNow,
   endpointsDisable, endpointsEnable, endpointsDelete, eventsPublish, eventsRejected, eventsTrace, listen,
   deadLettersList, deadLettersShow, deadLettersReplay, deliveriesList, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
-  keysResealSecrets, keysResealDeadLetters];
+  keysResealSecrets, keysResealDeadLetters, backup, restore];
