@@ -1,6 +1,7 @@
 // Noisy neighbour: an attacker tenant creates endpoints up to its quota on a receiver host the victim also
 // uses, fans its events out to them (half answer after 8 s, half never), floods endpoint writes (restores of
-// an active endpoint: 409, or 422/429 once its quotas hold) and floods requests with bad API keys. Meanwhile the victim PATCHes its endpoint and publishes events.
+// an active endpoint: 409, or 422/429 once its quotas hold) and floods requests with bad API keys.
+// Meanwhile the victim PATCHes its endpoint and publishes events.
 // The scenario prints the victim's figures without and with the attacker, and asserts that every victim's
 // PATCH answers 2xx and every victim's event arrives within 3 s. (The PATCHes' p99 is printed, not asserted:
 // under this attack it is still far above twice the idle one.) Real service process, NATS, Postgres and
