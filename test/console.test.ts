@@ -333,7 +333,7 @@ test.serial('a flood of failed sign-ins from one address is refused there and lo
     statuses.push(res.status);
   }
   t.true(statuses.slice(0, 5).every((s) => s === 403 || s === 401), statuses.join(','));
-  t.is(statuses.at(-1), 429, 'the flooding address is throttled');
+  t.true(statuses.filter((s) => s === 429).length >= 25, `the flooding address is throttled: ${statuses.join(',')}`);
   const { context, page } = await freshPage();
   await signIn(page);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();

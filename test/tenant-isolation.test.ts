@@ -107,7 +107,7 @@ test.serial('bad keys from one address are refused with 429 before any lookup; a
   } } } as unknown as typeof real;
   const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 1000,
-    authFailureBurst: 5, log: silentLogger, sealer: new SecretSealer(h.keys.masterKey),
+    authFailureBurst: 5, log: silentLogger, sealer: new SecretSealer(h.keys.masterKey), now: () => 1_000_000, // no refill: exact counts
   });
   const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: silentLogger });
   t.teardown(() => server.close());

@@ -1,12 +1,13 @@
 // Per-tenant quotas (src/tenants/limits.ts) against a real Postgres: defaults, overrides per tenant and
-// of the defaults, back to the default with null, the audit row, and the copy in memory following a set
-// made elsewhere (another process) once it is reloaded.
+// of the defaults, back to the default with null, the audit row, the copy in memory following a set
+// made elsewhere (another process) once it is reloaded, and `hookstream tenants limits set|show`.
 import test from 'ava';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { openDatabase, closeDatabase, type Database } from '../src/db/orm.ts';
 import { createTenantLimitsStore, DEFAULT_TENANT_LIMITS, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { silentLogger } from '../src/log.ts';
+import { runCli } from './helpers/cli.ts';
 
 let db: TestDatabase;
 let orm: Database;
@@ -72,4 +73,26 @@ test('the copy in memory follows a change made by another process once reloaded'
   t.is(reader.current(C).eventsPerSecond, before, 'not reloaded yet: the copy answers, without a query');
   clock += 1000;
   t.is((await reader.get(C)).eventsPerSecond, before + 1);
+});
+
+test('hookstream tenants limits set|show: overrides, back to the default, refused input, audited under the operator', async (t) => {
+  const env = { ...process.env, DATABASE_URL: db.url, HOOKSTREAM_OPERATOR: 'ops-carol' };
+  const set = await runCli(['tenants', 'limits', 'set', '--tenant', 'hooli', '--endpoints', '7', '--events-per-second', '50', '--json'], env);
+  t.is(set.code, 0, set.stderr);
+  t.like(JSON.parse(set.stdout), { tenant: 'hooli', limits: { endpoints: 7, events_per_second: 50 } });
+  const show = await runCli(['tenants', 'limits', 'show', '--tenant', 'hooli'], env);
+  t.is(show.code, 0, show.stderr);
+  t.regex(show.stdout, /endpoints\s+7/);
+  t.regex(show.stdout, /hooli\s+endpoints=7 events_per_second=50/);
+  t.is((await runCli(['tenants', 'limits', 'set', '--tenant', 'hooli', '--endpoints', 'default'], env)).code, 0);
+  const store = createTenantLimitsStore(orm);
+  t.is((await store.get('hooli' as TenantId)).endpoints, (await store.get('nobody' as TenantId)).endpoints, 'the default again');
+
+  for (const args of [['--tenant', 'hooli', '--endpoints', '-1'], ['--tenant', 'hooli'], ['--tenant', 'bad tenant', '--endpoints', '1'], ['--endpoints', '1']]) {
+    const r = await runCli(['tenants', 'limits', 'set', ...args], env);
+    t.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+  }
+  const audit = await orm.em.fork().execute<{ operator: string; detail: string }[]>(
+    "select operator, detail from audit_log where action = 'tenant.limits_set' and target = 'hooli' order by id");
+  t.deepEqual(audit.map((a) => [a.operator, a.detail]), [['ops-carol', 'endpoints=7 events_per_second=50'], ['ops-carol', 'endpoints=default']]);
 });

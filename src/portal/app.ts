@@ -6,6 +6,7 @@ import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createInput, updateInput } from '../api/input.ts';
+import { createFailureThrottle } from '../api/auth-throttle.ts';
 import { createRateLimiter } from '../api/rate-limit.ts';
 import { endpointOut } from '../api/wire.ts';
 import type { Asset } from '../console/assets.ts';
@@ -68,6 +69,8 @@ export function createPortal(deps: PortalDeps): Middleware {
   assets.set('/portal/assets/portal.js', { type: 'text/javascript; charset=utf-8', body: Buffer.from(COPY_SCRIPT) });
   const router = new Router<PortalState>({ sensitive: true, strict: true });
   const limiter = createRateLimiter({ perSecond: deps.rateLimitPerSecond });
+  // Failed links and session cookies, per source address: a flood of them costs no lookups.
+  const failures = createFailureThrottle();
 
   const send = (ctx: Ctx, body: Html, status = 200) => {
     ctx.status = status;
@@ -105,7 +108,13 @@ export function createPortal(deps: PortalDeps): Middleware {
 
   router.get('/portal/start', async (ctx) => {
     const token = typeof ctx.query['token'] === 'string' ? ctx.query['token'] : '';
+    const admitted = failures.check(ctx.ip, undefined);
+    if (!admitted.ok) {
+      ctx.set('Retry-After', String(admitted.retryAfterSeconds));
+      return send(ctx, messagePage('Too many requests', `Too many failed links from this address; try again in ${admitted.retryAfterSeconds} s.`), 429);
+    }
     const s = await redeemPortalLink(orm.em.fork(), token);
+    if (!s) failures.failed(ctx.ip);
     if (!s) return send(ctx, messagePage('Link not valid', 'This link was already used or has expired. Open the webhooks page from your dashboard again.'), 410);
     setPortalCookie(ctx, s.token, Math.floor(PORTAL_SESSION_TTL_MS / 1000));
     ctx.status = 303;
@@ -193,7 +202,16 @@ export function createPortal(deps: PortalDeps): Middleware {
         return;
       }
       if (ctx.path !== '/portal/start') {
-        const s = await findPortalSession(orm.em.fork(), readCookie(ctx, PORTAL_COOKIE));
+        const cookie = readCookie(ctx, PORTAL_COOKIE);
+        // A source whose cookies keep failing is refused before the lookup (api/auth-throttle.ts).
+        const admitted = failures.check(ctx.ip, cookie);
+        if (!admitted.ok) {
+          ctx.set('Retry-After', String(admitted.retryAfterSeconds));
+          return send(ctx, messagePage('Too many requests', `Too many failed sessions from this address; try again in ${admitted.retryAfterSeconds} s.`), 429);
+        }
+        const s = await findPortalSession(orm.em.fork(), cookie);
+        if (s) failures.succeeded(cookie!);
+        else if (cookie) failures.failed(ctx.ip);
         if (!s) {
           clearCookie(ctx, PORTAL_COOKIE);
           return send(ctx, messagePage('Session ended', 'This page needs a portal link: open the webhooks page from your dashboard again.'), 401);

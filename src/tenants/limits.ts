@@ -3,7 +3,7 @@
 // defaults themselves (the row of tenant `*`). Overrides live in Postgres (tenant_limits) and every
 // process holds them all in memory, reloaded every few seconds: the table holds only the exceptions, so
 // a lookup on a hot path (the router, an API write) is a map read, never a query.
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { AUDIT_OK, AuditAction, recordAudit } from '../audit/store.ts';
 import type { TenantId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
@@ -92,7 +92,8 @@ export function limitValueProblem(value: unknown): string | undefined {
   return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_LIMIT ? undefined : `must be an integer from 0 to ${MAX_LIMIT}`;
 }
 
-export function createTenantLimitsStore(orm: MikroORM, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): TenantLimitsStore {
+/** `orm`: the ORM, or (the command line) one EntityManager as `{ em }`. */
+export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): TenantLimitsStore {
   const refreshMs = opts.refreshMs ?? 5_000;
   const now = opts.now ?? (() => performance.now());
   let overrides = new Map<string, Partial<TenantLimits>>();

@@ -15,8 +15,9 @@ import { operatorsCreate, operatorsList, operatorsRevoke } from './operators.ts'
 import { auditList } from './audit.ts';
 import { erase } from './erase.ts';
 import { backup, restore } from './backup.ts';
+import { tenantsLimitsSet, tenantsLimitsShow } from './tenants.ts';
 
 export const COMMANDS: Command[] = [serve, apiKeysCreate, apiKeysList, apiKeysRevoke, endpointsCreate, endpointsUpdate, endpointsList, endpointsHealth, endpointsRetryNow,
   endpointsDisable, endpointsEnable, endpointsDelete, eventsPublish, eventsRejected, eventsTrace, listen,
-  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesList, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
+  deadLettersList, deadLettersShow, deadLettersReplay, deliveriesList, deliveriesShow, erase, operatorsCreate, operatorsList, operatorsRevoke, tenantsLimitsShow, tenantsLimitsSet, auditList, projectionsStatus, projectionsRebuild, keysGenerate,
   keysResealSecrets, keysResealDeadLetters, backup, restore];
