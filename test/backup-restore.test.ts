@@ -58,6 +58,11 @@ test('a backup restored onto empty servers brings back the API key, the endpoint
     return page.data.length > 0 ? page.data : undefined;
   }, 60_000, 'the dead letter');
 
+  // A table added by a later migration, with generated ids: backed up and restored like the others.
+  const probe = 'create table backup_probe (id bigint generated always as identity primary key, note text not null, at timestamptz not null, raw bytea)';
+  await before.service.orm!.em.fork().execute(probe);
+  await before.service.orm!.em.fork().execute("insert into backup_probe (note, at, raw) values ('one', now(), '\\x00ff'), ('two', now(), null)");
+
   const backupDir = join(dir, 'backup');
   const backedUp = await runCli(['backup', '--to', backupDir, '--json'], cliEnv(before));
   t.is(backedUp.code, 0, backedUp.stderr);
@@ -79,6 +84,7 @@ test('a backup restored onto empty servers brings back the API key, the endpoint
   services.splice(0);
   const after = await startTestService('backup_after', { ...env, ...keys });
   services.push(after);
+  await after.service.orm!.em.fork().execute(probe);
   const restored = await runCli(['restore', '--from', backupDir], cliEnv(after));
   t.is(restored.code, 0, restored.stderr);
   t.regex(restored.stdout, /stream ENDPOINTS: \d+ message/);
@@ -86,6 +92,11 @@ test('a backup restored onto empty servers brings back the API key, the endpoint
   const again = await runCli(['restore', '--from', backupDir], cliEnv(after));
   t.is(again.code, 1);
   t.regex(again.stderr, /ENDPOINTS stream already holds \d+ message\(s\): restore onto an empty NATS store/);
+
+  const sql = after.service.orm!.em.fork();
+  await sql.execute("insert into backup_probe (note, at) values ('three', now())");
+  t.deepEqual((await sql.execute<{ id: string; note: string; raw: string | null }[]>("select id::text, note, encode(raw, 'hex') as raw from backup_probe order by id"))
+    .map((r) => `${r.id} ${r.note} ${r.raw}`), ['1 one 00ff', '2 two null', '3 three null']);
 
   // The same API key reads the same endpoints.
   const sameKey = apiClient(after.service.api!.url, key, t);

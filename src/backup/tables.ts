@@ -33,8 +33,18 @@ export async function countRows(em: EntityManager, table: string): Promise<numbe
   return row!.n;
 }
 
-/** Insert rows read by readTable; Postgres converts each JSON field back to its column's type. */
+/** Insert rows read by readTable, ids included; Postgres converts each JSON field back to its column's type. */
 export async function writeRows(em: EntityManager, table: string, rows: string[]): Promise<void> {
   if (rows.length === 0) return;
-  await em.execute(`insert into ${ident(table)} select * from json_populate_recordset(null::${ident(table)}, ?::json)`, [`[${rows.join(',')}]`]);
+  await em.execute(`insert into ${ident(table)} overriding system value select * from json_populate_recordset(null::${ident(table)}, ?::json)`, [`[${rows.join(',')}]`]);
+}
+
+/** Move the table's id sequences past the ids restored, so the next insert does not take one of them. */
+export async function resetSequences(em: EntityManager, table: string): Promise<void> {
+  const columns = await em.execute<{ name: string; seq: string | null }[]>(
+    'select column_name as name, pg_get_serial_sequence(?, column_name) as seq from information_schema.columns where table_schema = current_schema() and table_name = ?',
+    [ident(table), table]);
+  for (const { name, seq } of columns) {
+    if (seq) await em.execute(`select setval(?, coalesce((select max(${ident(name)}) from ${ident(table)}), 0) + 1, false)`, [seq]);
+  }
 }

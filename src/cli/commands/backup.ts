@@ -11,7 +11,7 @@ import { IsolationLevel } from '@mikro-orm/core';
 import { UsageError, requireString, type Command } from '../command.ts';
 import { withDatabase, withNats } from '../context.ts';
 import { BACKED_UP_STREAMS, readStream, streamMessages, writeStream, type StoredMessage } from '../../backup/streams.ts';
-import { backedUpTables, countRows, readTable, writeRows } from '../../backup/tables.ts';
+import { backedUpTables, countRows, readTable, resetSequences, writeRows } from '../../backup/tables.ts';
 import { ConfigError } from '../../errors.ts';
 import { ENDPOINTS_STREAM } from '../../../streams/endpoints.ts';
 
@@ -124,6 +124,7 @@ export const restore: Command = {
             if (batch.length === 500) { await writeRows(tx, table, batch); batch = []; }
           }
           await writeRows(tx, table, batch);
+          await resetSequences(tx, table);
           restored.tables[table] = n;
         }
       }));
