@@ -98,6 +98,8 @@ test.serial('sign in, find a dead letter by its webhook-id, open it (markup stay
   await page.getByLabel('Webhook id').fill(letter.webhook_id);
   await page.getByRole('button', { name: 'Filter' }).click();
   await page.getByRole('link', { name: letter.webhook_id }).click();
+  await page.getByRole('heading', { name: `Dead letter ${letter.id}` }).waitFor();
+  await page.getByRole('button', { name: 'Open' }).click();
   await page.getByRole('heading', { name: `Dead letter ${letter.webhook_id}` }).waitFor();
   const payload = await page.getByTestId('payload').textContent();
   t.true(payload!.includes(JSON.stringify(MARKUP)), 'the payload is shown as the (JSON) text it is');
@@ -163,6 +165,7 @@ test.serial('every page is one link away and shows what the issue lists; the del
   const rejected = await eventually(async () => (await admin.listRejectedEvents({ tenant: 'tenant_console' })).data[0], 20_000, 'a rejected event');
   await page.getByRole('link', { name: 'Rejected events', exact: true }).click();
   await page.getByRole('link', { name: `Show body of rejected event ${rejected.seq}` }).click();
+  await page.getByRole('button', { name: 'Open' }).click();
   t.is(await page.getByTestId('payload').textContent(), body);
   t.true((await page.locator('main').textContent())!.includes('user.<img/src=x/onerror=alert(1)>'), 'the subject too is text');
   t.is(await page.locator('main img').count(), 0);
@@ -259,6 +262,16 @@ test.serial('a post without the CSRF token, or from another origin, is refused a
 
   const noToken = await context.request.post(`${url}/dead-letters/${letter.id}/replay`, { form: { force: '1' }, maxRedirects: 0 });
   t.is(noToken.status(), 403);
+  // Opening a payload (audited) is a form post too: a same-site GET, or a post without the token, opens nothing.
+  const shows = async () => (await admin.listAudit({ action: 'dead_letter.show', target: letter.id })).data.length;
+  const shownBefore = await shows();
+  const viaGet = await context.request.get(`${url}/dead-letters/${letter.id}`, { maxRedirects: 0 });
+  t.is(viaGet.status(), 200);
+  t.false((await viaGet.text()).includes('data-testid="payload"'), 'a GET shows no payload');
+  t.is((await context.request.post(`${url}/dead-letters/${letter.id}/open`, { form: {}, maxRedirects: 0 })).status(), 403);
+  t.is((await context.request.get(`${url}/rejected-events/1`, { maxRedirects: 0 })).status(), 200);
+  t.is((await context.request.post(`${url}/rejected-events/1/open`, { form: {}, maxRedirects: 0 })).status(), 403);
+  t.is(await shows(), shownBefore, 'nothing was opened');
   const token = await page.locator('input[name=csrf]').first().getAttribute('value');
   const foreign = await context.request.post(`${url}/dead-letters/${letter.id}/replay`, {
     form: { force: '1', csrf: token! }, headers: { Origin: 'http://evil.example' }, maxRedirects: 0,

@@ -16,7 +16,7 @@ import type { Asset } from './assets.ts';
 import { toString, type Html } from './html.ts';
 import type { Flash, Viewer } from './layout.ts';
 import {
-  auditPage, deadLetterFilterOf, deadLetterPage, deadLettersPage, deliveriesPage, deliveryPage, DELIVERY_SEARCH_FIELDS, endpointPage, endpointsPage, errorPage, overviewPage, rejectedPage,
+  auditPage, deadLetterFilterOf, openPayloadPage, deadLetterPage, deadLettersPage, deliveriesPage, deliveryPage, DELIVERY_SEARCH_FIELDS, endpointPage, endpointsPage, errorPage, overviewPage, rejectedPage,
   rejectedShowPage, replayAllConfirmPage, replayAllResultPage, signInPage, type Query,
 } from './pages.ts';
 import {
@@ -176,19 +176,26 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     send(ctx, replayAllResultPage(viewer(ctx), filter, replayed, failed));
   });
 
-  router.get('/dead-letters/:id', async (ctx) => {
-    const shown = await admin(ctx).showDeadLetter({ id: ctx.params['id']! });
-    const flash: Flash = ctx.query['done'] === 'replayed' ? { kind: 'ok', text: `Replayed (replay ${shown.dead_letter.replay_count}).` } : undefined;
-    send(ctx, deadLetterPage(viewer(ctx), shown, flash));
+  // Opening a payload is audited: only a form post with the CSRF token opens one (openPayloadPage).
+  router.get('/dead-letters/:id', (ctx) => {
+    const id = ctx.params['id']!;
+    const n = String(ctx.query['n'] ?? '');
+    const flash: Flash = ctx.query['done'] === 'replayed' && /^\d{1,9}$/.test(n) ? { kind: 'ok', text: `Replayed (replay ${n}).` } : undefined;
+    send(ctx, openPayloadPage(viewer(ctx), '/dead-letters', `Dead letter ${id}`, `/dead-letters/${encodeURIComponent(id)}/open`, flash));
+  });
+
+  router.post('/dead-letters/:id/open', async (ctx) => {
+    if (!await postedForm(ctx)) return;
+    send(ctx, deadLetterPage(viewer(ctx), await admin(ctx).showDeadLetter({ id: ctx.params['id']! })));
   });
 
   router.post('/dead-letters/:id/replay', async (ctx) => {
     const form = await postedForm(ctx);
     if (!form) return;
     const id = ctx.params['id']!;
-    await admin(ctx).replayDeadLetter({ id, force: form.get('force') === '1' });
+    const replayed = await admin(ctx).replayDeadLetter({ id, force: form.get('force') === '1' });
     ctx.status = 303;
-    ctx.redirect(`/dead-letters/${encodeURIComponent(id)}?done=replayed`);
+    ctx.redirect(`/dead-letters/${encodeURIComponent(id)}?done=replayed&n=${replayed.dead_letter.replay_count}`);
   });
 
   router.get('/deliveries', async (ctx) => {
@@ -264,9 +271,16 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     send(ctx, rejectedPage(viewer(ctx), q, overview.rejected_24h, list));
   });
 
-  router.get('/rejected-events/:seq', async (ctx) => {
+  router.get('/rejected-events/:seq', (ctx) => {
     const seq = ctx.params['seq']!;
     if (!/^\d{1,15}$/.test(seq)) return send(ctx, errorPage(viewer(ctx), 'Not found', 'No such rejected event.'), 404);
+    send(ctx, openPayloadPage(viewer(ctx), '/rejected-events', `Rejected event ${seq}`, `/rejected-events/${seq}/open`));
+  });
+
+  router.post('/rejected-events/:seq/open', async (ctx) => {
+    const seq = ctx.params['seq']!;
+    if (!/^\d{1,15}$/.test(seq)) return send(ctx, errorPage(viewer(ctx), 'Not found', 'No such rejected event.'), 404);
+    if (!await postedForm(ctx)) return;
     send(ctx, rejectedShowPage(viewer(ctx), await admin(ctx).showRejectedEvent({ seq: Number(seq) })));
   });
 

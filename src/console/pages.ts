@@ -116,6 +116,19 @@ ${rows.length
 ${nextLink('/dead-letters', filter, next)}`, flash);
 }
 
+/**
+ * What a link to a stored payload shows: a button that opens it. Opening is audited, so it is a form post
+ * with the session's CSRF token: a same-site GET (an image, a link on another page of the host) opens nothing.
+ */
+export function openPayloadPage(v: Viewer, current: string, title: string, action: string, flash?: Flash): Html {
+  return page(v, current, title, html`
+<p>Opening its payload is written to the audit log with your name.</p>
+<form method="post" action="${action}">
+${csrfField(v.csrf)}
+<button type="submit">Open</button>
+</form>`, flash);
+}
+
 export function deadLetterPage(v: Viewer, s: DeadLetterShowOut, flash?: Flash): Html {
   const d = s.dead_letter;
   const body = typeof s.message.body === 'string' ? s.message.body : JSON.stringify(s.message.body, null, 2);
