@@ -44,9 +44,9 @@ test("a tenant's large fan-out does not hold another tenant's delivery behind it
   for (let n = 0; n < EVENTS; n++) await h.service.js.publish(`events.${large}.user.created`, JSON.stringify({ userId: `user_${n}` }));
   await h.service.js.publish(`events.${small}.user.created`, JSON.stringify({ userId: 'user_victim' }));
 
+  const metrics = createServiceMetrics();
   router = await startRouter({
-    js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: 1, log: h.log,
-    metrics: createServiceMetrics(),
+    js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: 1, log: h.log, metrics,
     webhookIds: createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64'))),
     limits: { maxBytes: h.config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
   });
@@ -64,4 +64,7 @@ test("a tenant's large fan-out does not hold another tenant's delivery behind it
   const victimAt = (await h.service.jsm.streams.getMessage(stream, { last_by_subj: subject }))!.seq;
   t.log(`the small tenant's delivery stored at ${victimAt} of ${stored.state.last_seq}`);
   t.true(victimAt < (ENDPOINTS * EVENTS) / 2, `stored at ${victimAt}, behind most of the large fan-out`);
+  const held = Number(/^hookstream_router_events_held_total (\d+)$/m.exec(metrics.registry.render())?.[1] ?? 0);
+  t.log(`events that waited for their tenant's share: ${held}`);
+  t.true(held > 0, 'the large tenant\'s events past its pending bound waited, and are counted');
 });

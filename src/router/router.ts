@@ -172,9 +172,11 @@ export async function startRouter(deps: {
     const tenant = m.subject.split('.', 3)[1] ?? '';
     const queue = held.get(tenant);
     if (queue) {
+      metrics.eventsHeld.inc();
       queue.push(m);
       waiting.set(m, performance.now());
     } else if (fair.pending(tenant) >= TENANT_PENDING) {
+      metrics.eventsHeld.inc();
       held.set(tenant, [m]);
       waiting.set(m, performance.now());
       fair.whenBelow(tenant, TENANT_PENDING, () => release(tenant));
