@@ -45,6 +45,9 @@ const MIGRATIONS = [
   '0014-erasure-index',
   '0015-dead-letter-replays',
   '0016-tenant-limits',
+  '0017-delivery-log',
+  '0018-attempt-rates',
+  '0019-operator-disabled',
 ];
 
 const newId = () => `webhook_${newIdBody()}`;

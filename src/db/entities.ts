@@ -133,6 +133,8 @@ export const DeadLetter = defineEntity({
     subjectHashes: p.array().nullable(),
     /** The trace id of the delivery that died last (issue 20); null without a traceparent. */
     traceId: p.text().nullable(),
+    /** Where each replay was published ([stream, seq] pairs), so erasure can delete those still queued. */
+    replayedTo: p.json<[string, number][]>().default('[]'),
   },
   // One record per message and endpoint: a repeated max-deliveries advisory finds the existing row.
   checks: [{ name: 'dead_letters_status_check', expression: `status in (${DEAD_LETTER_STATUSES.map((s) => `'${s}'`).join(', ')})` }],

@@ -181,6 +181,8 @@ export async function openDatabase(databaseUrl: string, log: Logger, opts: Datab
       extensions: [Migrator],
       // The database was created above; MikroORM's own check would only repeat it.
       ensureDatabase: false,
+      // The delivery log's tables are written and read only by set-based SQL (src/deliverylog), with no entity.
+      schemaGenerator: { skipTables: ['attempt_log', 'delivery_log', 'attempt_rates'] },
       pool: { min: 0, max: opts.poolSize ?? 10, idleTimeoutMillis: 30_000 },
       // Also bounds the wait for a pooled connection, so an overloaded pool fails instead of hanging.
       driverOptions: { connectionTimeoutMillis: timeoutMs },
