@@ -50,6 +50,12 @@ async function* json<T>(items: AsyncIterable<T>): AsyncGenerator<string> {
   for await (const item of items) yield JSON.stringify(item);
 }
 
+const report = (heading: string, counts: Pick<Manifest, 'streams' | 'tables'>) => [
+  heading,
+  ...Object.entries(counts.streams).map(([s, n]) => `  stream ${s}: ${n} message(s)`),
+  ...Object.entries(counts.tables).map(([t, n]) => `  table ${t}: ${n} row(s)`),
+];
+
 export const backup: Command = {
   name: 'backup',
   summary: 'Copy the ENDPOINTS and OPS streams and the Postgres tables that are no projection into a folder',
@@ -79,11 +85,7 @@ export const backup: Command = {
       }
     });
     await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n', { mode: 0o600 });
-    out.data(manifest, () => [
-      `backed up into ${dir}:`,
-      ...Object.entries(manifest.streams).map(([s, n]) => `  stream ${s}: ${n} message(s)`),
-      ...Object.entries(manifest.tables).map(([t, n]) => `  table ${t}: ${n} row(s)`),
-    ].join('\n'));
+    out.data(manifest, () => report(`backed up into ${dir}:`, manifest).join('\n'));
   },
 };
 
@@ -132,11 +134,7 @@ export const restore: Command = {
         restored.streams[stream] = await writeStream(js, parsed(join(dir, 'streams', `${stream}.jsonl`)));
       }
     });
-    out.data(restored, () => [
-      `restored from ${dir}:`,
-      ...Object.entries(restored.streams).map(([s, n]) => `  stream ${s}: ${n} message(s)`),
-      ...Object.entries(restored.tables).map(([t, n]) => `  table ${t}: ${n} row(s)`),
-      'a running service picks the endpoints up from the stream; otherwise start it',
-    ].join('\n'));
+    out.data(restored, () => [...report(`restored from ${dir}:`, restored),
+      'a running service picks the endpoints up from the stream; otherwise start it'].join('\n'));
   },
 };
