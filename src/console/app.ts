@@ -33,8 +33,6 @@ export interface ConsoleDeps {
   log: Logger;
   /** Failed sign-ins (and session cookies) per client address or operator key prefix: a burst of this many, then one per 6 s (default 10). */
   signInBurst?: number;
-  /** Called for each sign-in refused by that throttle (a metric). */
-  throttled?: () => void;
 }
 
 interface State {
@@ -106,7 +104,6 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     if (!limited.ok) {
       ctx.set('Retry-After', String(limited.retryAfterSeconds));
       log.warn('console sign-in rate limited', { address: ctx.ip });
-      deps.throttled?.();
       return again(`Too many sign-in attempts; try again in ${limited.retryAfterSeconds} s.`, 429);
     }
     const refusal = formRefusal(ctx, isToken(pre) ? pre : undefined, form.get('csrf'));
