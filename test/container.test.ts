@@ -112,6 +112,17 @@ const docker = (...args: string[]) => new Promise<string>((done, fail) => {
     error ? fail(new Error(`docker ${args.join(' ')}: ${stderr || error.message}`)) : done(stdout.trim()));
 });
 
+/** docker logs writes the container's stderr to its own. */
+const dockerLogs = (name: string) => new Promise<string>((done) => {
+  execFile('docker', ['logs', name], { maxBuffer: 64 * 1024 * 1024 }, (_error, stdout, stderr) => done(stdout + stderr));
+});
+
+async function ready(check: () => Promise<unknown>, what: string): Promise<void> {
+  for (const deadline = Date.now() + 120_000; ; await sleep(1_000)) {
+    try { await check(); return; } catch (e) { if (Date.now() > deadline) throw new Error(`${what} did not come up: ${String(e)}`); }
+  }
+}
+
 const builtAndRun = 'the image builds, becomes healthy on /readyz against NATS and Postgres, runs as non-root and exits 0 on SIGTERM';
 if (!engineAnswers()) {
   test.skip(`${builtAndRun} (skipped: no container engine answers \`docker info\`)`, () => {});
@@ -131,6 +142,9 @@ if (!engineAnswers()) {
     await docker('network', 'create', network);
     await docker('run', '-d', '--network', network, '--name', `nats-${id}`, 'nats:2.15.1-alpine', '-js');
     await docker('run', '-d', '--network', network, '--name', `pg-${id}`, '-e', `POSTGRES_PASSWORD=${password}`, 'postgres:18');
+    // The service gives up at once on servers that do not answer: start it once both do.
+    await ready(() => docker('exec', `pg-${id}`, 'pg_isready', '-U', 'postgres', '-h', '127.0.0.1'), 'Postgres');
+    await ready(async () => { if (!(await dockerLogs(`nats-${id}`)).includes('Server is ready')) throw new Error('not yet'); }, 'NATS');
     const keys = (await docker('run', '--rm', image, 'keys', 'generate')).split('\n').filter((l) => l.startsWith('HOOKSTREAM_'));
     t.is(keys.length, 3);
     await docker('run', '-d', '--network', network, '--name', `hs-${id}`,
@@ -140,14 +154,14 @@ if (!engineAnswers()) {
     let health = '';
     for (const deadline = Date.now() + 600_000; Date.now() < deadline && health !== 'healthy'; await sleep(2_000)) {
       health = await docker('inspect', '-f', '{{.State.Health.Status}}', `hs-${id}`);
-      t.not(await docker('inspect', '-f', '{{.State.Status}}', `hs-${id}`), 'exited', await docker('logs', `hs-${id}`).catch(() => ''));
+      t.not(await docker('inspect', '-f', '{{.State.Status}}', `hs-${id}`), 'exited', await dockerLogs(`hs-${id}`));
     }
-    t.is(health, 'healthy', await docker('logs', `hs-${id}`).catch(() => ''));
+    t.is(health, 'healthy', await dockerLogs(`hs-${id}`));
     t.not(await docker('exec', `hs-${id}`, 'id', '-u'), '0');
     t.regex(await docker('exec', `hs-${id}`, 'hookstream', '--help'), /hookstream: webhook delivery/);
 
     await docker('stop', '-t', '60', `hs-${id}`);
     t.is(await docker('inspect', '-f', '{{.State.ExitCode}}', `hs-${id}`), '0');
-    t.regex(await docker('logs', `hs-${id}`), /"msg":"stopped"/);
+    t.regex(await dockerLogs(`hs-${id}`), /"msg":"stopped"/);
   });
 }
