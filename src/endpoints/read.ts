@@ -12,7 +12,6 @@ import { isApiError } from '../../streams/ensure.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
 import { isEndpointId, type EndpointId, type TenantId } from '../domain/ids.ts';
 import type { Logger } from '../log.ts';
-import { describe } from '../errors.ts';
 import { decodeEndpointEvent, endpointStateProblem, foldEndpointMessage } from './fold.ts';
 
 export interface ReadOptions {
@@ -23,8 +22,8 @@ export interface ReadOptions {
   tenant?: TenantId;
   /** Where skipped (malformed) events are reported. */
   log?: Logger;
-  /** Save the state when events had to be folded (the command side), so the next read folds none. */
-  save?: boolean;
+  /** Saves the state when events had to be folded (the command side), so the next read folds none; never throws. */
+  save?: (state: EndpointState) => Promise<void>;
 }
 
 /**
@@ -73,7 +72,7 @@ export async function saveEndpointState(js: JetStreamClient, jsm: JetStreamManag
 }
 
 export async function readEndpoint(
-  js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
+  _js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
 ): Promise<EndpointState | undefined> {
   // A wildcard or dotted id would name other subjects.
   if (!isEndpointId(id)) return undefined;
@@ -115,7 +114,7 @@ export async function readEndpoint(
     at = m.seq;
   }
   if (opts.save && state && state.version > from) {
-    await saveEndpointState(js, jsm, state).catch((e: unknown) => opts.log?.warn('endpoint state not saved', { endpoint: id, reason: describe(e) }));
+    await opts.save(state);
   }
   return state;
 }

@@ -13,6 +13,7 @@ import { newEd25519KeyPair, newSigningSecret, SignatureScheme } from '../domain/
 import { conflict, describe, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import { readEndpoint, saveEndpointState } from './read.ts';
 import type { Logger } from '../log.ts';
+import { createSampledWarnings } from '../sampled-log.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
 export const MAX_GRACE_MS = 7 * 24 * 3600_000;
@@ -74,6 +75,13 @@ export function createEndpointStore(deps: {
 }): EndpointStore {
   const now = () => (deps.now ? deps.now() : new Date()).toISOString();
 
+  // Said once a minute at most: a NATS configuration that refuses them refuses every one.
+  const warnings = deps.log ? createSampledWarnings(deps.log, { intervalMs: 60_000 }) : undefined;
+  /** The state saved for the next command's read (a cache: a failure costs that read a fold, and a warning). */
+  const save = (state: EndpointState) => saveEndpointState(deps.js, deps.jsm, state).catch((e: unknown) => warnings?.warn('save',
+    'endpoint state not saved; the next command on it folds its events (is endpoint_states.> allowed for the service user in nats.conf?)',
+    { endpoint: state.id, reason: describe(e) }));
+
   async function append(state: EndpointState | undefined, event: EndpointEvent): Promise<CommandResult> {
     try {
       const ack = await deps.js.publish(endpointSubject(event.id), JSON.stringify(event), {
@@ -81,7 +89,7 @@ export function createEndpointStore(deps: {
       });
       const endpoint = applyEndpointEvent(state, event, ack.seq);
       // The event is written: a state not saved only costs the next read a fold of this one event.
-      await saveEndpointState(deps.js, deps.jsm, endpoint).catch((e: unknown) => deps.log?.warn('endpoint state not saved', { endpoint: event.id, reason: describe(e) }));
+      await save(endpoint);
       return { endpoint, seq: ack.seq };
     } catch (e) {
       if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
@@ -91,7 +99,7 @@ export function createEndpointStore(deps: {
 
   async function get(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
     // The tenant is checked before the stream is folded: another tenant's id costs what a missing one does.
-    const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log, save: true });
+    const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log, save });
     if (!state || state.tenant !== tenant) throw notFound(`webhook endpoint ${id}`);
     return state;
   }
@@ -141,7 +149,7 @@ export function createEndpointStore(deps: {
     async disable(id, reason) {
       // A few rounds: each lost race means someone else changed the endpoint, which is rare and quick.
       for (let round = 0; round < DISABLE_ROUNDS; round++) {
-        const state = await readEndpoint(deps.js, deps.jsm, id, { log: deps.log, save: true });
+        const state = await readEndpoint(deps.js, deps.jsm, id, { log: deps.log, save });
         if (!state || state.status !== EndpointStatus.Active) return undefined;
         try {
           return await append(state, { v: 1, type: 'endpoint.disabled', id, reason, at: now() });
