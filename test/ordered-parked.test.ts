@@ -7,7 +7,7 @@ import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Received } from './helpers/receiver.ts';
 import type { TenantId } from '../src/domain/ids.ts';
-import { MAX_PARKED_PER_ENDPOINT } from '../src/delivery/pull-loop.ts';
+import { MAX_PARKED_BYTES_PER_ENDPOINT, MAX_PARKED_BYTES_PER_TENANT, MAX_PARKED_PER_ENDPOINT, MAX_PARKED_PER_TENANT, roomToPark } from '../src/delivery/pull-loop.ts';
 
 const FAILING_KEYS = 5;
 const PER_KEY = 400;
@@ -52,4 +52,17 @@ test('five failing keys and 2,000 parked deliveries: an unrelated key of the end
   t.deepEqual(free().map((g) => bodyOf(g).data.n), [0, 1, 2]);
   // Nothing behind a failing head was attempted.
   t.is(r.received.filter((g) => bodyOf(g).data.userId?.startsWith('user_fail')).length, FAILING_KEYS);
+});
+
+test("the parked bound: an endpoint's own, and its tenant's over all its ordered endpoints, by count and bytes", (t) => {
+  const none = { parked: 0, bytes: 0 };
+  t.is(roomToPark(none), MAX_PARKED_PER_ENDPOINT);
+  t.is(roomToPark({ parked: MAX_PARKED_PER_ENDPOINT - 3, bytes: 0 }), 3);
+  t.is(roomToPark({ parked: 1, bytes: MAX_PARKED_BYTES_PER_ENDPOINT }), 0);
+  // The tenant's other ordered endpoints park too: this one gets what is left of the tenant's bound.
+  const own = { parked: 100, bytes: 100_000 };
+  t.is(roomToPark(own, [own, { parked: MAX_PARKED_PER_TENANT - 150, bytes: 0 }]), 50);
+  t.is(roomToPark(own, [own, { parked: MAX_PARKED_PER_TENANT, bytes: 0 }]), 0);
+  t.is(roomToPark(own, [own, { parked: 10, bytes: MAX_PARKED_BYTES_PER_TENANT }]), 0);
+  t.is(roomToPark(own, [own, none]), MAX_PARKED_PER_ENDPOINT - 100);
 });

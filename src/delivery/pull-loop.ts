@@ -23,8 +23,26 @@ import type { KeyGate } from './ordered-gate.ts';
  */
 export const MAX_PARKED_PER_ENDPOINT = 10_000;
 export const MAX_PARKED_BYTES_PER_ENDPOINT = 16 * 1024 * 1024;
+/**
+ * And all the ordered endpoints of one tenant together, in this process: a tenant's memory here, and the
+ * keep-alives its parked deliveries cost (one per half ack wait each), stay bounded however many it has.
+ */
+export const MAX_PARKED_PER_TENANT = 20_000;
+export const MAX_PARKED_BYTES_PER_TENANT = 32 * 1024 * 1024;
 const PARKED_TRICKLE_MS = 1000;
-const atParkedBound = (gate: KeyGate) => gate.parked() >= MAX_PARKED_PER_ENDPOINT || gate.parkedBytes() >= MAX_PARKED_BYTES_PER_ENDPOINT;
+
+interface ParkedUsage { parked: number; bytes: number }
+
+/** How many more deliveries an endpoint may park: under its own bound and its tenant's (counts and bytes). */
+export function roomToPark(own: ParkedUsage, tenant?: ParkedUsage[]): number {
+  if (own.bytes >= MAX_PARKED_BYTES_PER_ENDPOINT) return 0;
+  let room = MAX_PARKED_PER_ENDPOINT - own.parked;
+  if (tenant) {
+    if (tenant.reduce((n, u) => n + u.bytes, 0) >= MAX_PARKED_BYTES_PER_TENANT) return 0;
+    room = Math.min(room, MAX_PARKED_PER_TENANT - tenant.reduce((n, u) => n + u.parked, 0));
+  }
+  return Math.max(0, room);
+}
 
 /** An endpoint's concurrency in this process, shared by its lanes (the plain one and, ordered, the keyed one). */
 interface Slots {
@@ -41,6 +59,8 @@ interface Lane extends AttemptLane {
   closed: boolean;
   /** Issue 21: the keyed consumer's deliveries wait here for their key's head. */
   gate?: KeyGate;
+  /** The endpoint's tenant, whose ordered endpoints share a parked bound. */
+  tenant?: string;
   /** Pull for the lanes just freed. */
   fill?: () => void;
 }
@@ -75,6 +95,8 @@ export function createPullLoops(deps: {
   /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
   waitFor: (deliveryCount: number) => number;
   maxInFlight: number;
+  /** The tenant of an endpoint (the parked bound per tenant); without it, each endpoint is on its own. */
+  tenantOf?: (id: EndpointId) => string | undefined;
   /** 2xx deliveries acked in this process: one back after a lost ack is acked again, not attempted. */
   recentAcks: RecentAcks;
   log: Logger;
@@ -83,6 +105,14 @@ export function createPullLoops(deps: {
   const attempts = new Set<Promise<void>>();
   const lanes = new Set<Lane>();
   const slotsOf = new Map<EndpointId, Slots>();
+  /** Gated (keyed) lanes by tenant. */
+  const gatedOf = new Map<string, Set<Lane>>();
+
+  function parkRoom(lane: Lane, gate: KeyGate): number {
+    const shared = lane.tenant === undefined ? undefined : gatedOf.get(lane.tenant);
+    const usage = (g: KeyGate) => ({ parked: g.parked(), bytes: g.parkedBytes() });
+    return roomToPark(usage(gate), shared && shared.size > 1 ? [...shared].flatMap((l) => (l.gate ? [usage(l.gate)] : [])) : undefined);
+  }
 
   function start(lane: Lane, tracked: InFlight): void {
     const { slots } = lane;
@@ -125,7 +155,8 @@ export function createPullLoops(deps: {
     if (lane.closed) return 0;
     const free = lane.slots.limit.current - lane.slots.running - lane.waiting.length;
     if (!lane.gate) return free;
-    if (!atParkedBound(lane.gate)) return Math.min(free, MAX_PARKED_PER_ENDPOINT - lane.gate.parked());
+    const room = parkRoom(lane, lane.gate);
+    if (room > 0) return Math.min(free, room);
     return performance.now() - trickle.at >= PARKED_TRICKLE_MS ? 1 : 0;
   }
 
@@ -134,10 +165,14 @@ export function createPullLoops(deps: {
       let slots = slotsOf.get(id);
       if (!slots) slotsOf.set(id, (slots = { limit: createConcurrencyLimit(deps.maxInFlight), running: 0, lanes: new Set() }));
       const lane: Lane = {
-        id, slots, waiting: [], closed: false, gate,
+        id, slots, waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined,
         get limit() { return slots.limit; },
       };
       slots.lanes.add(lane);
+      if (lane.tenant !== undefined) {
+        const shared = gatedOf.get(lane.tenant) ?? new Set<Lane>();
+        gatedOf.set(lane.tenant, shared.add(lane));
+      }
       const trickle = { at: -Infinity };
       const feed = deps.feeds.open({
         ...address,
@@ -151,7 +186,7 @@ export function createPullLoops(deps: {
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
           if (!gate) return take(lane, tracked);
-          if (atParkedBound(gate)) trickle.at = performance.now();
+          if (parkRoom(lane, gate) === 0) trickle.at = performance.now();
           gate.admit(tracked, () => take(lane, tracked));
         },
       });
@@ -167,6 +202,8 @@ export function createPullLoops(deps: {
           clearInterval(trickling);
           lanes.delete(lane);
           slots.lanes.delete(lane);
+          const { tenant } = lane;
+          if (tenant !== undefined && gatedOf.get(tenant)?.delete(lane) && gatedOf.get(tenant)?.size === 0) gatedOf.delete(tenant);
           if (slots.lanes.size === 0 && slotsOf.get(id) === slots) slotsOf.delete(id);
           feed.close();
           gate?.close();

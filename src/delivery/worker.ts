@@ -99,6 +99,7 @@ export async function startDelivery(deps: {
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
     feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, recentAcks, log,
+    tenantOf: (id) => deps.directory.get(id)?.tenant,
     // The server's wait on the n-th delivery before it redelivers: the backoff step.
     waitFor: (deliveryCount) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!,
   });
