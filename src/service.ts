@@ -196,6 +196,10 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       publisher = p;
       stops.push(async () => p.close());
     }
+    // The operators' delivery log: the delivery role's attempts and the router's refusals (issue 31); its
+    // last batch is written after both have stopped.
+    const attemptRecorder = publisher ? createAttemptLogRecorder({ publisher, log: log.child({ role: 'delivery-log' }) }) : undefined;
+    if (attemptRecorder) stops.push(async () => attemptRecorder.flush());
     // The delivery role and the router pull again when one of their consumers elects a leader.
     const leaders = roles.has('delivery') || roles.has('router') ? watchConsumerLeaders(nc, { log, metrics }) : undefined;
     if (leaders) stops.push(async () => leaders.stop());
@@ -237,7 +241,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       stops.push(() => health.stop());
       const delivery = await startDelivery({
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
-        attemptLog: createAttemptLogRecorder({ publisher, log: log.child({ role: 'delivery' }) }),
+        attemptLog: attemptRecorder,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
           maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
@@ -249,7 +253,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const r = await supervisor.supervise('router', () => startRouter({
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
-        maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }),
+        maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
       }), (started) => { router = started; });
       stops.push(() => r.stop());
     }

@@ -22,7 +22,8 @@ const deliveries = (q: DeliveriesListIn, n: number, status: string) => eventuall
 }, 30_000, `${n} ${status} deliveries for ${JSON.stringify(q)}`);
 
 test.before(async () => {
-  h = await startTestService('delivery_log', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '5s' });
+  // A queue of 3 deliveries per endpoint: a disabled endpoint's fourth is dropped (and logged).
+  h = await startTestService('delivery_log', { HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '5s', HOOKSTREAM_MAX_QUEUED: '3' });
   ({ admin } = await h.operator({ timeoutMs: 30_000 }));
 });
 
@@ -180,4 +181,17 @@ test('any text a receiver answers is stored as it was (quotes, backslashes, brac
   t.like(rows[0], { response_body: body, error: 'HTTP 500, "really"', status_code: 500, outcome: 'failed' });
   t.like(rows[1], { response_body: 'NULL', status_code: 200, outcome: 'ok' });
   t.like(await searchDeliveries(h.service.orm!.em.fork(), { webhookId: 'msg_text1' }, { limit: 10 }), [{ outcome: 'ok', attempts: 2, status_code: 200 }]);
+});
+
+test('a delivery the endpoint\'s full queue refused is in the log as dropped', async (t) => {
+  const r = await h.receiver(() => 200);
+  const { endpoint } = await h.store.create('tenant_full' as TenantId, { url: r.url, events: ['user.*'] });
+  await admin.disableEndpoint({ endpoint: endpoint.id, reason: 'hold the queue' });
+  for (let i = 0; i < 4; i++) await h.publish('tenant_full', 'user.created', { userId: `user_full_${i}` });
+  const [d] = await deliveries({ endpoint: endpoint.id, status: 'dropped' }, 1, 'dropped');
+  t.like(d, { tenant: 'tenant_full', attempts: 0, status_code: null, event_type: 'user.created' });
+  t.regex(d!.error!, /queue holds 3 deliveries/);
+  const trace = await admin.traceEvents({ webhook_id: d!.webhook_id });
+  t.regex(trace.data[0]!.summary, new RegExp(`routed to 1 endpoint: ${endpoint.id} dropped`));
+  await admin.deleteEndpoint({ endpoint: endpoint.id, reason: 'done' });
 });

@@ -25,15 +25,16 @@ const INSERT_CHUNK = 5000;
 
 const ts = (ms: number | undefined): Date | null => (ms === undefined ? null : new Date(ms));
 
-/** The latest attempt of each delivery among `entries`, with how many attempts it stands for. */
+/** The latest entry of each delivery among `entries`, with how many attempts they stand for (a refusal is none). */
 function latestByDelivery(entries: readonly AttemptLogEntry[]): { e: AttemptLogEntry; n: number; first: number }[] {
   const out = new Map<string, { e: AttemptLogEntry; n: number; first: number }>();
   for (const e of entries) {
     const key = `${e.webhook_id} ${e.endpoint}`;
     const d = out.get(key);
-    if (!d) out.set(key, { e, n: 1, first: e.at });
+    const n = e.outcome === 'dropped' ? 0 : 1;
+    if (!d) out.set(key, { e, n, first: e.at });
     else {
-      d.n++;
+      d.n += n;
       d.first = Math.min(d.first, e.at);
       if (e.at > d.e.at || (e.at === d.e.at && e.attempt > d.e.attempt)) d.e = e;
     }

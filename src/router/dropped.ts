@@ -12,6 +12,7 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { OpsEvents } from '../ops/events.ts';
+import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 
 /** One warning and one operational event per endpoint per this long, however many are dropped. */
 const NOTICE_EVERY_MS = 60_000;
@@ -23,6 +24,7 @@ export interface DroppedDeliveries {
 
 export function createDroppedDeliveries(deps: {
   publisher: AckedPublisher; ops: OpsEvents | undefined; metrics: ServiceMetrics; log: Logger; maxQueued: number;
+  attemptLog?: AttemptLogRecorder | undefined;
 }): DroppedDeliveries {
   const { publisher, log } = deps;
   // Endpoint id → when this process last gave notice; a few entries (only endpoints whose queue is full).
@@ -52,6 +54,10 @@ export function createDroppedDeliveries(deps: {
         v: 1, endpoint: endpoint.id, webhook_id: webhookId, event, attempt: 0, at: new Date().toISOString(), duration_ms: 0,
         status: null, error: `dropped: the endpoint's queue holds ${deps.maxQueued} deliveries`, next_attempt_at: null, dropped: 'queue_full',
       };
+      deps.attemptLog?.record({
+        tenant: endpoint.tenant, endpoint: endpoint.id, webhook_id: webhookId, event, attempt: 0, at: Date.parse(record.at), duration_ms: 0,
+        status: null, outcome: 'dropped', error: record.error!,
+      });
       await publisher.publish(attemptSubject(endpoint.id, webhookId), JSON.stringify(record)).catch((e: unknown) =>
         log.warn('could not record a dropped delivery', { endpoint: endpoint.id, webhook_id: webhookId, reason: describe(e) }));
     },

@@ -31,6 +31,7 @@ import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY }
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
 import { createDroppedDeliveries } from './dropped.ts';
+import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { deliverySubject, eventOrdering } from './ordering.ts';
 import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
 import { createKeyedQueueBound } from './keyed-bound.ts';
@@ -90,6 +91,8 @@ export async function startRouter(deps: {
   maxQueued?: number;
   /** Where each event's copies are written down by subject id before its ack (issue 22); absent in tests that do not erase. */
   erasureIndex?: ErasureIndexWriter;
+  /** The operators' delivery log, told of each refused delivery (src/deliverylog/recorder.ts). */
+  attemptLog?: AttemptLogRecorder;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -108,7 +111,7 @@ export async function startRouter(deps: {
   const publishesDone = new Set<Promise<void>>();
   const verdicts = createVerdicts({ publisher, maxEventBytes: deps.limits.maxBytes, log, metrics });
   const routed = createRoutedLog({ jsm: deps.jsm, publisher, intervalMs: ROUTED_FLUSH_MS, log });
-  const dropped = createDroppedDeliveries({ publisher, ops: deps.ops, metrics, log, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT });
+  const dropped = createDroppedDeliveries({ publisher, ops: deps.ops, metrics, log, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, attemptLog: deps.attemptLog });
   const keyedBound = createKeyedQueueBound({ jsm: deps.jsm, shards: deps.shards, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, log });
   // Issue 21: deliveries that may be stored after a later event's are marked for the ordering gates.
   const marks = createLateMarks({ publisher, jsm: deps.jsm, maxQueued: deps.maxQueued ?? MAX_QUEUED_PER_ENDPOINT, log });
