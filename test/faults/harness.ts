@@ -105,12 +105,20 @@ export interface ProducerStats {
  * Publish events 0..total-1 (`user.updated`, data.n = i), `inFlight` at a time, each retried under the
  * same Nats-Msg-Id until acknowledged. `onProgress(i)` runs after each acknowledgement (to strike mid-burst).
  */
-export async function produce(nc: NatsConnection, tenant: string, total: number, opts: { inFlight?: number; onProgress?: (done: number) => void } = {}): Promise<ProducerStats> {
+export async function produce(
+  nc: NatsConnection, tenant: string, total: number,
+  opts: { inFlight?: number; onProgress?: (done: number) => void; /** Events per second at most (spread over the run). */ ratePerSecond?: number } = {},
+): Promise<ProducerStats> {
   const js = jetstream(nc, { timeout: 2000 });
   const stats: ProducerStats = { published: 0, failures: 0, longestMs: 0 };
   let next = 0;
+  const began = Date.now();
   const worker = async () => {
     for (let i = next++; i < total; i = next++) {
+      if (opts.ratePerSecond) {
+        const due = began + (i * 1000) / opts.ratePerSecond - Date.now();
+        if (due > 0) await new Promise((r) => setTimeout(r, due));
+      }
       const started = Date.now();
       for (let attempt = 0; ; attempt++) {
         try {

@@ -1,0 +1,272 @@
+// Chaos: while events flow to several endpoints, at seeded random moments the service is SIGKILLed and started
+// again, nats-server is restarted (also while the service is starting) or frozen (SIGSTOP 5-15 s), Postgres is
+// restarted, and every core is kept busy for a while. At the end every delivery has arrived, no hookstream
+// process exited on its own, and SIGTERM stops each instance. Prints the seed, the duplicate rate and the
+// longest pause in deliveries. One nats-server, and a 3-node cluster.
+//
+//   HOOKSTREAM_CHAOS_SEED=…      replays a run (the seed is printed)
+//   HOOKSTREAM_CHAOS_SECONDS=180 the length of the faults (default 60)
+//   npx ava --config ava-faults.config.js --timeout=20m test/faults/chaos.test.ts
+import test, { type ExecutionContext } from 'ava';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { startNatsServer } from '../helpers/nats-server.ts';
+import { startNatsCluster, CLUSTER_PASSWORDS } from '../helpers/nats-cluster.ts';
+import { startPostgresServer, type PostgresServer } from '../helpers/postgres-server.ts';
+import { connectNats } from '../../src/nats/connect.ts';
+import type { TenantId } from '../../src/domain/ids.ts';
+import { generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Served } from './harness.ts';
+
+const SECONDS = Number(process.env['HOOKSTREAM_CHAOS_SECONDS'] ?? 60);
+const SEED = Number(process.env['HOOKSTREAM_CHAOS_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
+const EVENTS = Number(process.env['HOOKSTREAM_CHAOS_EVENTS'] ?? 5000);
+const ENDPOINTS = 4;
+const INSTANCES = 2;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** mulberry32: a small seeded generator, so a run can be replayed. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A nats-server the faults strike: one node, or a node of the cluster. */
+interface NatsNode {
+  name: string;
+  readonly pid: number | undefined;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+interface World {
+  nodes: NatsNode[];
+  pg: PostgresServer;
+  env: Record<string, string>;
+  random: () => number;
+  /** Every process started, with whether the test ended it. */
+  processes: { served: Served; killedByTest: boolean }[];
+  /** The running instance of each slot. */
+  slots: Served[];
+  log: (line: string) => void;
+}
+
+const between = (w: World, min: number, max: number) => min + Math.floor(w.random() * (max - min));
+const pick = <T>(w: World, list: readonly T[]): T => list[Math.floor(w.random() * list.length)]!;
+
+function launch(w: World): Served {
+  const served = startServe(w.env);
+  w.processes.push({ served, killedByTest: false });
+  return served;
+}
+
+async function killInstance(w: World): Promise<number> {
+  const slot = between(w, 0, w.slots.length);
+  const victim = w.slots[slot]!;
+  const entry = w.processes.find((p) => p.served === victim)!;
+  entry.killedByTest = true;
+  await victim.kill('SIGKILL');
+  w.slots[slot] = launch(w);
+  return slot;
+}
+
+async function restartNats(w: World, node: NatsNode): Promise<void> {
+  await node.stop();
+  await sleep(1000);
+  await node.start();
+}
+
+const FAULTS = {
+  async 'kill the service'(w: World) {
+    return `instance ${await killInstance(w)} SIGKILLed and started again`;
+  },
+  async 'restart NATS while the service starts'(w: World) {
+    const slot = await killInstance(w);
+    const delay = between(w, 300, 3000);
+    await sleep(delay);
+    const node = pick(w, w.nodes);
+    await restartNats(w, node);
+    return `instance ${slot} SIGKILLed and started again, ${node.name} restarted ${delay} ms later`;
+  },
+  async 'restart NATS'(w: World) {
+    const node = pick(w, w.nodes);
+    await restartNats(w, node);
+    return `${node.name} restarted`;
+  },
+  async 'freeze NATS'(w: World) {
+    const node = pick(w, w.nodes);
+    const ms = between(w, 5000, 15_000);
+    const pid = node.pid!;
+    process.kill(pid, 'SIGSTOP');
+    await sleep(ms);
+    process.kill(pid, 'SIGCONT');
+    return `${node.name} frozen for ${ms} ms`;
+  },
+  async 'restart Postgres'(w: World) {
+    await w.pg.stop('fast');
+    const ms = between(w, 500, 3000);
+    await sleep(ms);
+    await w.pg.start();
+    return `Postgres stopped for ${ms} ms`;
+  },
+  async 'busy cores'(_w: World) {
+    // 30 s in a run of 3 minutes; a sixth of a shorter one.
+    const ms = Math.min(30_000, (SECONDS * 1000) / 6);
+    const hogs: ChildProcess[] = Array.from({ length: availableParallelism() }, () =>
+      spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+    await sleep(ms);
+    for (const h of hogs) h.kill('SIGKILL');
+    return `${hogs.length} cores busy for ${ms} ms`;
+  },
+} as const satisfies Record<string, (w: World) => Promise<string>>;
+
+/** Every kind of fault in a seeded order, again and again, one at a time with a pause between, for SECONDS. */
+async function strike(w: World): Promise<string[]> {
+  const kinds = Object.keys(FAULTS) as (keyof typeof FAULTS)[];
+  const done: string[] = [];
+  const until = Date.now() + SECONDS * 1000;
+  for (let round = 0; Date.now() < until; round++) {
+    const order = [...kinds].sort(() => w.random() - 0.5);
+    for (const kind of order) {
+      await sleep(between(w, 1000, 6000));
+      if (Date.now() >= until) break;
+      const what = await FAULTS[kind](w);
+      w.log(`fault: ${what}`);
+      done.push(kind);
+    }
+  }
+  return done;
+}
+
+/** Where undelivered work sits: each stream's messages and each consumer's pending and unacknowledged counts. */
+async function whereTheyWait(nc: NatsConnection): Promise<string> {
+  const jsm = await jetstreamManager(nc);
+  const out: string[] = [];
+  for await (const si of jsm.streams.list()) {
+    const name = si.config.name;
+    if (!/^(EVENTS|DELIVERIES)/.test(name)) continue;
+    out.push(`${name}: ${si.state.messages} messages, leader ${si.cluster?.leader ?? '-'}`);
+    for await (const ci of jsm.consumers.list(name)) {
+      if (ci.num_pending + ci.num_ack_pending + ci.num_waiting === 0 && ci.num_redelivered === 0) continue;
+      out.push(`  ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting pulls ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+    }
+  }
+  return out.join('\n');
+}
+
+interface Setup {
+  nodes: NatsNode[];
+  natsUrl: string;
+  extraEnv: Record<string, string>;
+  admin(): Promise<NatsConnection>;
+  producer(): Promise<NatsConnection>;
+  dispose(): Promise<void>;
+}
+
+async function chaos(t: ExecutionContext, label: string, setup: Setup): Promise<void> {
+  t.timeout(SECONDS * 1000 + 600_000);
+  await initSodium();
+  const keys = generateKeys();
+  const pg = await startPostgresServer();
+  const log = (line: string) => { t.log(line); console.log(`chaos ${label}: ${line}`); };
+  log(`seed ${SEED} (HOOKSTREAM_CHAOS_SEED=${SEED} replays it), ${SECONDS} s of faults, ${EVENTS} events to ${ENDPOINTS} endpoints`);
+  const w: World = {
+    nodes: setup.nodes, pg, random: rng(SEED), processes: [], slots: [], log,
+    env: instanceEnv({ natsUrl: setup.natsUrl, databaseUrl: pg.url('hookstream_chaos'), keys, extra: setup.extraEnv }),
+  };
+  const conns: NatsConnection[] = [];
+  try {
+    // The first instance creates the streams the endpoints are stored in.
+    const first = await startInstance(w.env);
+    w.processes.push({ served: first, killedByTest: false });
+    w.slots.push(first);
+    while (w.slots.length < INSTANCES) w.slots.push(launch(w));
+    const admin = await setup.admin();
+    conns.push(admin);
+    const tenant = `tenant_chaos_${Date.now()}` as TenantId;
+    const ep = await subscribeEndpoints(admin, keys.masterKey, tenant, ENDPOINTS);
+    const producer = await setup.producer();
+    conns.push(producer);
+
+    const began = Date.now();
+    // Events flow through most of the faults.
+    const produced = produce(producer, tenant, EVENTS, { ratePerSecond: EVENTS / (SECONDS * 0.8), inFlight: 16 });
+    const faults = await strike(w);
+    const stats = await produced;
+    log(`faults: ${faults.length} (${[...new Set(faults)].join(', ')}); producer retries ${stats.failures}, longest publish ${stats.longestMs} ms`);
+
+    const expected = EVENTS * ENDPOINTS;
+    const until = Date.now() + 300_000;
+    for (let lastLog = Date.now(); ep.counts().size < expected && Date.now() < until; await sleep(500)) {
+      if (Date.now() - lastLog > 30_000) {
+        lastLog = Date.now();
+        log(`waiting: ${ep.counts().size} of ${expected} delivered`);
+      }
+    }
+    await sleep(3000); // late duplicates
+    const counts = ep.counts();
+    let total = 0;
+    for (const c of counts.values()) total += c;
+    const arrivals = ep.receivers.flatMap((r) => r.received.map((g) => g.at)).sort((a, b) => a - b);
+    let longestPause = arrivals.length ? arrivals[0]! - began : 0;
+    for (let i = 1; i < arrivals.length; i++) longestPause = Math.max(longestPause, arrivals[i]! - arrivals[i - 1]!);
+    const duplicates = total - counts.size;
+    log(`delivered ${counts.size} of ${expected}, duplicates ${duplicates} (${((duplicates / expected) * 100).toFixed(2)} %), longest pause in deliveries ${longestPause} ms, done ${Math.round((Date.now() - began) / 1000)} s after the first event`);
+    await ep.close();
+
+    const died = w.processes.filter((p) => !p.killedByTest && p.served.exited);
+    t.deepEqual(died.map((p) => p.served.output.slice(-3000)), [], 'no hookstream process exited on its own');
+    if (counts.size < expected) {
+      for (const s of w.slots) log(s.output.split('\n').filter((l) => /"level":"(warn|error)"/.test(l)).slice(-15).join('\n'));
+      log(await whereTheyWait(admin));
+    }
+    t.is(counts.size, expected, 'every delivery arrived');
+
+    // SIGTERM: each instance stops (within HOOKSTREAM_SHUTDOWN_TIMEOUT, 10 s; the cap here only catches a hang).
+    for (const [i, s] of w.slots.entries()) {
+      const at = Date.now();
+      const stopped = await Promise.race([s.kill('SIGTERM').then(() => true), sleep(60_000).then(() => false)]);
+      w.processes.find((p) => p.served === s)!.killedByTest = true;
+      log(`instance ${i} ${stopped ? `exited ${s.exitCode} ${Date.now() - at} ms after SIGTERM` : 'still running 60 s after SIGTERM'}`);
+      t.true(stopped && s.exitCode === 0, s.output.slice(-2000));
+    }
+  } finally {
+    for (const p of w.processes) await p.served.kill('SIGKILL');
+    for (const n of setup.nodes) if (n.pid) process.kill(n.pid, 'SIGCONT');
+    for (const c of conns) await c.close().catch(() => {});
+    await setup.dispose();
+    await pg.dispose();
+  }
+}
+
+test.serial('chaos on one nats-server', async (t) => {
+  const nats = await startNatsServer();
+  await chaos(t, 'one node', {
+    nodes: [{ name: 'nats', get pid() { return nats.pid; }, stop: () => nats.stop(), start: () => nats.start() }],
+    natsUrl: nats.url,
+    extraEnv: {},
+    admin: () => connectNats({ url: nats.url, name: 'chaos-admin' }),
+    producer: () => connectNats({ url: nats.url, inboxPrefix: '_INBOX', name: 'chaos-producer' }),
+    dispose: () => nats.dispose(),
+  });
+});
+
+test.serial('chaos on a 3-node cluster', async (t) => {
+  const cluster = await startNatsCluster();
+  await chaos(t, 'cluster', {
+    nodes: cluster.nodes,
+    natsUrl: cluster.url,
+    extraEnv: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3' },
+    admin: () => connectNats({ url: cluster.url, user: 'service', password: CLUSTER_PASSWORDS.service, name: 'chaos-admin' }),
+    producer: () => connectNats({ url: cluster.url, user: 'publisher', password: CLUSTER_PASSWORDS.publisher, inboxPrefix: '_INBOX', name: 'chaos-producer' }),
+    dispose: () => cluster.dispose(),
+  });
+});
