@@ -35,6 +35,6 @@ EXPOSE 8080 9090 8090
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.OPS_PORT || 9090) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # bin/hookstream execs node, so node gets SIGTERM itself and drains in-flight attempts before it exits
-# (give it a stop timeout longer than HOOKSTREAM_ATTEMPT_TIMEOUT, 15 s by default).
+# (give it a stop timeout longer than HOOKSTREAM_SHUTDOWN_TIMEOUT, 10 s by default).
 ENTRYPOINT ["/app/bin/hookstream"]
 CMD ["serve"]
