@@ -62,6 +62,7 @@ test.serial('a tenant at its endpoints quota gets 422 naming the limit; another 
   const restore = await small.post(`/v1/webhooks/${ids[0]}/restore`);
   t.is(restore.status, 422);
   t.like(restore.body.error, { code: 'quota_exceeded', limit: 'endpoints' });
+  t.is((await small.post(`/v1/webhooks/${ids[1]}/restore`)).status, 409, 'restoring an active endpoint adds none: the usual 409');
 });
 
 test.serial('a flood of refused restores spends only its tenant\'s writes, leaves no consumer, and another tenant\'s PATCHes answer 2xx', async (t) => {

@@ -5,6 +5,7 @@
 // not a tenant's, and use the store itself.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createRateLimiter } from '../api/rate-limit.ts';
+import { EndpointStatus } from '../domain/endpoint.ts';
 import type { TenantId } from '../domain/ids.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
 import { ErrorCode, HookstreamError } from '../errors.ts';
@@ -78,7 +79,8 @@ export function withTenantQuotas(store: EndpointStore, deps: {
     },
     async restore(tenant, id) {
       await write(tenant);
-      await room(tenant);
+      // Only a deleted endpoint comes back as one more; any other restore is the store's to answer (409).
+      if ((await store.get(tenant, id)).status === EndpointStatus.Deleted) await room(tenant);
       return store.restore(tenant, id);
     },
     async rotateSecret(tenant, id, graceMs) {
