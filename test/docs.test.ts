@@ -117,7 +117,7 @@ test('every npm script, bin/ script and file the commands name exists', (t) => {
 });
 
 test('every HOOKSTREAM_ variable the documents name is one the project reads or sets', (t) => {
-  const sources = ['src', 'test/helpers', 'bench'].flatMap((d) => readdirSync(join(root, d), { recursive: true, encoding: 'utf8' })
+  const sources = ['src', 'test/helpers', 'test/faults', 'bench'].flatMap((d) => readdirSync(join(root, d), { recursive: true, encoding: 'utf8' })
     .filter((f) => f.endsWith('.ts')).map((f) => readFileSync(join(root, d, f), 'utf8')));
   const known = new Set([...sources, readFileSync(join(root, 'nats.conf'), 'utf8')].join('\n').match(/HOOKSTREAM_[A-Z0-9_]+/g));
   const bad: string[] = [];
