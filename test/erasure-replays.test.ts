@@ -9,8 +9,8 @@ import type { TenantId } from '../src/domain/ids.ts';
 
 let h: TestService;
 let admin: AdminClient;
-// Four attempts a second apart: a replay spends most of its life waiting for a retry at the server.
-const SCHEDULE_MS = [1000, 1000, 1000];
+// Four attempts 3 s apart: a replay spends most of its life (9 s) waiting for a retry at the server, far longer than an erasure takes.
+const SCHEDULE_MS = [3000, 3000, 3000];
 
 test.before(async () => {
   h = await startTestService('erasure_replays', { HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE_MS.map((ms) => `${ms}ms`).join(',') });
@@ -56,7 +56,7 @@ test('replays queued or waiting for a retry when their subject is erased are nev
   }, 30_000, "user_y's dead letter dead again");
   await new Promise((resolve) => setTimeout(resolve, SCHEDULE_MS.reduce((a, b) => a + b, 0) + 1000));
   // An attempt already in flight when its message was erased may still reach the receiver just after: a
-  // retry (a second apart) may not.
+  // retry (3 s apart) may not.
   const late = failing.received.filter((m) => userOf(m.body) === 'user_x' && m.at > erasedAt + 1000);
   t.deepEqual(late.map((m) => m.at - erasedAt), [], 'no request carrying user_x after the erasure');
   t.is(dead[0]!.id, y.id);
