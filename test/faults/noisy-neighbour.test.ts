@@ -129,7 +129,7 @@ test.serial("noisy neighbour: an attacker tenant's endpoints, fan-out, slow rece
     const victimEndpoint = String(created.body.id);
     // The endpoint is live once a first event arrives.
     producer.publish(`events.${victimTenant}.user.updated`, JSON.stringify({ userId: 'user_warm', who: 'warm-up' }));
-    await host.waitFor(1, 30_000);
+    await host.waitFor(1, 60_000);
 
     const idle = await victimPhase('idle', victim, victimEndpoint, producer, victimTenant, host.received);
     t.log(`victim without the attacker: ${JSON.stringify(idle)}`);
