@@ -5,10 +5,10 @@
 // fit is skipped alone (projections/engine.ts).
 import { ATTEMPT_LOG_STREAM, ATTEMPT_LOG_SUBJECT, ATTEMPT_OUTCOMES, type AttemptLogEntry } from '../streams/attempt-log.ts';
 import { isEndpointId, isTenantId } from '../src/domain/ids.ts';
-import { describe } from '../src/errors.ts';
 import { deleteAllAttempts, insertAttempts } from '../src/deliverylog/store.ts';
 import { Projection } from './checkpoint.ts';
-import { startProjector, type Decoded, type Fold, type Projector, type ProjectorDeps, type ReadModel, type StreamMessage } from './engine.ts';
+import type { Decoded, Projector, ProjectorDeps, ReadModel, StreamMessage } from './engine.ts';
+import { appendFold, startTrimmedProjector } from './buffered.ts';
 
 const WEBHOOK_ID = /^msg_[0-9A-Za-z]{1,64}$/;
 const EVENT = /^[A-Za-z0-9_.-]{1,200}$/;
@@ -50,16 +50,7 @@ export function decodeAttemptLogMessage(m: Pick<StreamMessage, 'subject' | 'data
   return { ok: true, message: entries as AttemptLogEntry[] };
 }
 
-function attemptFold(): Fold<AttemptLogEntry[]> {
-  const entries: AttemptLogEntry[] = [];
-  return {
-    apply(_seq, batch) {
-      entries.push(...batch);
-      return undefined;
-    },
-    save: (em) => insertAttempts(em, entries),
-  };
-}
+const attemptFold = () => appendFold<AttemptLogEntry>(insertAttempts);
 
 export const attemptLogReadModel: ReadModel<AttemptLogEntry[]> = {
   name: Projection.AttemptLog,
@@ -71,29 +62,6 @@ export const attemptLogReadModel: ReadModel<AttemptLogEntry[]> = {
   clear: (em) => deleteAllAttempts(em),
 };
 
-const TRIM_EVERY_MS = 10_000;
-
 /** Keep the delivery log up to date with ATTEMPT_LOG, and purge what it applied from the stream. */
-export async function startAttemptLogProjector(deps: ProjectorDeps, opts: { trimEveryMs?: number } = {}): Promise<Projector> {
-  const projector = await startProjector(attemptLogReadModel, deps);
-  const jsm = await deps.js.jetstreamManager();
-  let trimmed = 0;
-  let trimming: Promise<void> = Promise.resolve();
-  const timer = setInterval(() => {
-    const upTo = projector.lastSeq();
-    if (upTo <= trimmed) return;
-    trimming = jsm.streams.purge(ATTEMPT_LOG_STREAM, { seq: upTo + 1 }).then(
-      () => { trimmed = upTo; },
-      (e: unknown) => deps.log.warn('could not purge the applied attempt log from its stream; trying again', { reason: describe(e) }),
-    );
-  }, opts.trimEveryMs ?? TRIM_EVERY_MS);
-  timer.unref();
-  return {
-    ...projector,
-    async stop() {
-      clearInterval(timer);
-      await trimming;
-      await projector.stop();
-    },
-  };
-}
+export const startAttemptLogProjector = (deps: ProjectorDeps, opts: { trimEveryMs?: number } = {}): Promise<Projector> =>
+  startTrimmedProjector(attemptLogReadModel, deps, opts);

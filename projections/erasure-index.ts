@@ -3,13 +3,12 @@
 // through the table's key. Batches the router wrote (version 2) and the single entries of version 1 are
 // both read. Only hookstream's service may publish on `erasure.>` (nats.conf), but every value is checked
 // all the same before it reaches Postgres: a message that does not fit is skipped alone (issue 23).
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { ERASURE_BATCH_SUBJECT, ERASURE_INDEX_STREAM, type ErasureIndexEntry, type IndexedEvent } from '../streams/erasure-index.ts';
 import { isEndpointId, isTenantId } from '../src/domain/ids.ts';
-import { describe } from '../src/errors.ts';
 import { deleteAllIndexRows, insertIndexRows } from '../src/erasure/index-store.ts';
 import { Projection } from './checkpoint.ts';
-import { startProjector, type Decoded, type Fold, type Projector, type ProjectorDeps, type ReadModel, type StreamMessage } from './engine.ts';
+import type { Decoded, Projector, ProjectorDeps, ReadModel, StreamMessage } from './engine.ts';
+import { appendFold, startTrimmedProjector } from './buffered.ts';
 
 export type ErasureIndexProjector = Projector;
 
@@ -55,16 +54,7 @@ export function decodeIndexMessage(m: Pick<StreamMessage, 'subject' | 'data'>): 
   return { ok: true, message: events as IndexedEvent[] };
 }
 
-function indexFold(): Fold<IndexedEvent[]> {
-  const events: IndexedEvent[] = [];
-  return {
-    apply(_seq, batch) {
-      events.push(...batch);
-      return undefined;
-    },
-    save: (em: EntityManager) => insertIndexRows(em, events),
-  };
-}
+const indexFold = () => appendFold<IndexedEvent>(insertIndexRows);
 
 export const erasureIndexReadModel: ReadModel<IndexedEvent[]> = {
   name: Projection.ErasureIndex,
@@ -76,36 +66,11 @@ export const erasureIndexReadModel: ReadModel<IndexedEvent[]> = {
   clear: (em) => deleteAllIndexRows(em),
 };
 
-/** How often what the projection applied is purged from the stream. */
-const TRIM_EVERY_MS = 10_000;
-
 /**
  * Keep the erasure_index table up to date with the ERASURE_INDEX stream (see startProjector), and purge
  * from the stream what the projection has applied: the stream is only the buffer between the routers and
  * the table (a batch names many tenants: it cannot be erased for one), so no tenant's entries stay in it
- * once they are rows. The checkpoint is shared by every instance, so any of them may trim up to it.
+ * once they are rows.
  */
-export async function startErasureIndexProjector(deps: ProjectorDeps, opts: { trimEveryMs?: number } = {}): Promise<ErasureIndexProjector> {
-  const projector = await startProjector(erasureIndexReadModel, deps);
-  const jsm = await deps.js.jetstreamManager();
-  let trimmed = 0;
-  const trim = async () => {
-    const upTo = projector.lastSeq();
-    if (upTo <= trimmed) return;
-    await jsm.streams.purge(ERASURE_INDEX_STREAM, { seq: upTo + 1 });
-    trimmed = upTo;
-  };
-  let trimming: Promise<void> = Promise.resolve();
-  const timer = setInterval(() => {
-    trimming = trim().catch((e: unknown) => deps.log.warn('could not purge the applied erasure index from its stream; trying again', { reason: describe(e) }));
-  }, opts.trimEveryMs ?? TRIM_EVERY_MS);
-  timer.unref();
-  return {
-    ...projector,
-    async stop() {
-      clearInterval(timer);
-      await trimming;
-      await projector.stop();
-    },
-  };
-}
+export const startErasureIndexProjector = (deps: ProjectorDeps, opts: { trimEveryMs?: number } = {}): Promise<ErasureIndexProjector> =>
+  startTrimmedProjector(erasureIndexReadModel, deps, opts);

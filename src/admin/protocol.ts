@@ -230,6 +230,7 @@ export interface WindowStatsOut {
   attempts: number;
   ok: number;
   failed: number;
+  /** ok / attempts; null without attempts. */
   success_ratio: number | null;
   /** Of the latest 10,000 attempts of the window. */
   p50_ms: number | null;

@@ -3,6 +3,7 @@
 // latest 10,000 attempts of each window (attempt_log), the last failure, and deliveries per minute for a
 // day's chart. Each read is bounded whatever the delivery rate.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EndpointHealthOut, WindowStatsOut } from '../admin/protocol.ts';
 
 type Sql = Pick<EntityManager, 'execute'>;
 
@@ -11,23 +12,9 @@ const LATENCY_SAMPLE = 10_000;
 export const HOUR_MS = 3600_000;
 export const DAY_MS = 24 * HOUR_MS;
 
-export interface WindowStats {
-  attempts: number;
-  ok: number;
-  failed: number;
-  /** ok / attempts; null without attempts. */
-  success_ratio: number | null;
-  p50_ms: number | null;
-  p99_ms: number | null;
-}
+export type EndpointStats = Pick<EndpointHealthOut, 'last_hour' | 'last_day' | 'last_error'>;
 
-export interface EndpointStats {
-  last_hour: WindowStats;
-  last_day: WindowStats;
-  last_error: { at: string; status_code: number | null; error: string | null } | null;
-}
-
-const windowOf = (ok: number, failed: number, p: number[] | null | undefined): WindowStats => ({
+const windowOf = (ok: number, failed: number, p: number[] | null | undefined): WindowStatsOut => ({
   attempts: ok + failed, ok, failed, success_ratio: ok + failed > 0 ? ok / (ok + failed) : null,
   p50_ms: p?.[0] ?? null, p99_ms: p?.[1] ?? null,
 });

@@ -1,7 +1,7 @@
 // `hookstream endpoints create|update|list`: endpoints from the command line, through the same endpoint
 // store (create, update) and projection (list) as the API.
 import { EndpointStatus, type EndpointInput, type EndpointState } from '../../domain/endpoint.ts';
-import { isEndpointId } from '../../domain/ids.ts';
+import { isEndpointId, type EndpointId } from '../../domain/ids.ts';
 import { createEndpoints, type Endpoints } from '../../endpoints/index.ts';
 import { listEndpoints, type EndpointRow } from '../../endpoints/queries.ts';
 import { loadKeys } from '../../crypto/keys.ts';
@@ -38,6 +38,13 @@ const ORDERING_HELP = [
 
 /** --ordering: checked with the other fields (the store's one message for a bad value). */
 const orderingOption = (values: OptionValues): { ordering?: unknown } => (values['ordering'] === undefined ? {} : { ordering: values['ordering'] });
+
+/** The ENDPOINT_ID positional, checked. */
+function endpointIdOf(positionals: string[]): EndpointId {
+  const id = positionals[0]!;
+  if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+  return id;
+}
 
 async function withEndpoints<T>(fn: (endpoints: Endpoints) => Promise<T>): Promise<T> {
   return withNats(async ({ config, log, js, jsm }) => {
@@ -110,8 +117,7 @@ export const endpointsUpdate: Command = {
   positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
   async run({ values, positionals, out }) {
     const tenant = requireTenant(values);
-    const id = positionals[0]!;
-    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const id = endpointIdOf(positionals);
     const input: EndpointInput = {
       ...(values['url'] !== undefined ? { url: values['url'] } : {}),
       ...(typeof values['events'] === 'string' ? { events: values['events'].split(',').map((e) => e.trim()).filter(Boolean) } : {}),
@@ -169,8 +175,7 @@ export const endpointsRetryNow: Command = {
   options: {},
   positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
   async run({ positionals, out }) {
-    const id = positionals[0]!;
-    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const id = endpointIdOf(positionals);
     const r = await withAdmin((admin) => admin.retryNow({ endpoint: id }));
     out.data(r, () => `${r.brought_forward} waiting ${r.brought_forward === 1 ? 'delivery' : 'deliveries'} of ${r.endpoint_id} brought forward (${r.instances} delivery ${r.instances === 1 ? 'instance' : 'instances'} answered)`);
   },
@@ -190,8 +195,7 @@ export const endpointsHealth: Command = {
   options: {},
   positionals: { min: 1, max: 1, names: 'ENDPOINT_ID' },
   async run({ positionals, out }) {
-    const id = positionals[0]!;
-    if (!isEndpointId(id)) throw new UsageError('ENDPOINT_ID must be a webhook_… id');
+    const id = endpointIdOf(positionals);
     const { per_minute: _minutes, ...h } = await withAdmin((admin) => admin.endpointHealth({ endpoint: id }));
     out.data(h, () => [
       `${h.id} (${h.tenant}): ${h.state}`,
