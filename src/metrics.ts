@@ -135,6 +135,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     directorySkipped: registry.counter('hookstream_directory_events_skipped_total', 'Endpoint events the endpoint directory skipped (the fold every reader uses refused them)'),
     directoryLag: registry.gauge('hookstream_directory_lag_seconds', 'Seconds since the endpoint directory last proved itself complete, while it is not (0 when it is)'),
     endpointsProbing: registry.gauge('hookstream_endpoints_probing', 'Endpoints this process probes one attempt at a time because their recent attempts all failed'),
+    backlogStale: registry.gauge('hookstream_endpoint_backlog_stale', '1 when the last backlog listing from JetStream failed'),
     backlogPending: registry.gauge('hookstream_endpoint_backlog_pending', 'Deliveries waiting per endpoint'),
     tenantLimitHits: registry.counter('hookstream_tenant_limit_hits_total', 'Requests refused because their tenant reached one of its quotas, by limit'),
     authThrottled: registry.counter('hookstream_auth_throttled_total', 'API requests refused before their key was looked up, because their source address or key prefix failed too often (surface="api")'),

@@ -67,6 +67,9 @@ test('Postgres down at start-up: readiness names it, one log line, and the servi
   await eventually(async () => ((await readyz(opsPort))?.status === 200 ? true : undefined), 60_000, '/readyz 200');
   const metrics = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
   t.regex(metrics, /hookstream_startup_retries_total\{waiting_for="Postgres"\} [1-9]/);
+  // The attempts share the process's metrics: each family once, however many attempts there were.
+  const types = metrics.split('\n').filter((l) => l.startsWith('# TYPE '));
+  t.is(new Set(types).size, types.length, 'no metric family twice');
   await s.kill('SIGTERM');
   t.is(s.exitCode, 0, s.output.slice(-2000));
 });

@@ -22,7 +22,6 @@ const json = (status: number, value: unknown): OpsResponse =>
   ({ status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) });
 
 export function createOps(deps: { metrics: ServiceMetrics; readiness: () => Promise<Readiness>; backlog: BacklogCollector }): Ops {
-  const stale = deps.metrics.registry.gauge('hookstream_endpoint_backlog_stale', '1 when the last backlog listing from JetStream failed');
   return {
     async handle(path) {
       switch (path) {
@@ -34,7 +33,7 @@ export function createOps(deps: { metrics: ServiceMetrics; readiness: () => Prom
         }
         case '/metrics': {
           // A failed backlog listing (NATS down) must not hide the counters: they render anyway.
-          stale.set(await deps.backlog.refresh().then(() => 0, () => 1));
+          deps.metrics.backlogStale.set(await deps.backlog.refresh().then(() => 0, () => 1));
           return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: deps.metrics.registry.render() };
         }
         default:

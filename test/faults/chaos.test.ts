@@ -153,7 +153,7 @@ async function whereTheyWait(nc: NatsConnection): Promise<string> {
   const out: string[] = [];
   for await (const si of jsm.streams.list()) {
     const name = si.config.name;
-    if (!/^(EVENTS|DELIVERIES)/.test(name)) continue;
+    if (!/^(EVENTS|DELIVERIES|REJECTED|ROUTED)/.test(name)) continue;
     out.push(`${name}: ${si.state.messages} messages, leader ${si.cluster?.leader ?? '-'}`);
     for await (const ci of jsm.consumers.list(name)) {
       if (ci.num_pending + ci.num_ack_pending + ci.num_waiting === 0 && ci.num_redelivered === 0) continue;
