@@ -32,7 +32,7 @@ const TOP_FAILING = 10;
 function stateOf(e: EndpointOut): string {
   if (e.status === 'disabled') return `disabled (${e.disabled_reason ?? '?'} since ${e.disabled_at ?? '?'})`;
   if (e.status !== 'active') return e.status;
-  if (e.failing_since) return `failing since ${e.failing_since} (probed with one attempt at a time)`;
+  if (e.failing_since) return `failing since ${e.failing_since}`;
   if (e.rate_limit !== null && (e.backlog?.pending ?? 0) > 0) return `rate limited (${e.rate_limit}/s), ${e.backlog!.pending} waiting`;
   return 'active';
 }
