@@ -161,7 +161,7 @@ for (const status of [301, 302, 307, 308]) {
 test('a server that accepts and never answers times out', async (t) => {
   const hole = await blackHole();
   t.teardown(() => hole.close());
-  const outcome = failure(await sender(t, { attemptTimeoutMs: 300 }).send({ url: hole.url, headers: HEADERS, body: BODY }));
+  const outcome = failure(await sender(t, { attemptTimeoutMs: 2000 }).send({ url: hole.url, headers: HEADERS, body: BODY }));
   t.is(outcome.kind, 'timeout');
   t.is(outcome.status, null);
   t.is(hole.connections, 1);
@@ -174,7 +174,7 @@ test('headers that arrive with a 2xx acknowledge even when the body then stalls'
     res.write('partial'); // and never the rest
   });
   t.teardown(() => server.close());
-  const outcome = await sender(t, { attemptTimeoutMs: 300 }).send({ url: server.url, headers: HEADERS, body: BODY });
+  const outcome = await sender(t, { attemptTimeoutMs: 2000 }).send({ url: server.url, headers: HEADERS, body: BODY });
   t.true(outcome.ok);
   t.is(outcome.status, 200);
 });
