@@ -187,8 +187,12 @@ test('a delivery the endpoint\'s full queue refused is in the log as dropped', a
   const r = await h.receiver(() => 200);
   const { endpoint } = await h.store.create('tenant_full' as TenantId, { url: r.url, events: ['user.*'] });
   await admin.disableEndpoint({ endpoint: endpoint.id, reason: 'hold the queue' });
-  for (let i = 0; i < 4; i++) await h.publish('tenant_full', 'user.created', { userId: `user_full_${i}` });
-  const [d] = await deliveries({ endpoint: endpoint.id, status: 'dropped' }, 1, 'dropped');
+  // Ten for a queue of three: at least one is refused even if the router saw the disable a little late.
+  for (let i = 0; i < 10; i++) await h.publish('tenant_full', 'user.created', { userId: `user_full_${i}` });
+  const [d] = await eventually(async () => {
+    const { data } = await admin.listDeliveries({ endpoint: endpoint.id, status: 'dropped' });
+    return data.length > 0 ? data : undefined;
+  }, 30_000, 'a dropped delivery');
   t.like(d, { tenant: 'tenant_full', attempts: 0, status_code: null, event_type: 'user.created' });
   t.regex(d!.error!, /queue holds 3 deliveries/);
   const trace = await admin.traceEvents({ webhook_id: d!.webhook_id });
