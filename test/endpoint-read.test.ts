@@ -6,7 +6,10 @@
 import test from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { startHarness, type Harness } from './helpers/service.ts';
+import { eventually, startHarness, type Harness } from './helpers/service.ts';
+import { getEndpoint } from '../src/endpoints/queries.ts';
+import { COMPACT_EVERY } from '../src/endpoints/store.ts';
+import { rebuildEndpointProjection } from '../projections/endpoints.ts';
 import { apiClient } from './helpers/api-client.ts';
 import { connectNats } from '../src/nats/connect.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
@@ -136,6 +139,17 @@ test.serial('the 300th write reads its endpoint with the same two message gets a
   const subject = endpointStateSubject(endpoint.id);
   t.is((await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject], 1, 'one saved state per endpoint');
   t.is((await store.get(tenant, endpoint.id)).description, 'write 300');
+
+  // Compacted on the way (COMPACT_EVERY): the projection, and a rebuild of it, hold the same endpoint.
+  const events = (await jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: endpointSubject(endpoint.id) })).state.subjects?.[endpointSubject(endpoint.id)] ?? 0;
+  t.true(events <= COMPACT_EVERY, `${events} events kept of 301`);
+  const row = async () => {
+    await eventually(async () => ((await getEndpoint(h.service.orm!.em.fork(), tenant, endpoint.id))?.description === 'write 300' ? true : undefined), 30_000, 'the projection');
+    return getEndpoint(h.service.orm!.em.fork(), tenant, endpoint.id);
+  };
+  const projected = await row();
+  await rebuildEndpointProjection({ js: jetstream(nc), orm: h.service.orm!, log: createLogger({ write: () => {} }) });
+  t.deepEqual(await row(), projected);
 });
 
 test.serial('a saved state that lacks events, or is missing, is brought up to date by a fold of what it lacks', async (t) => {

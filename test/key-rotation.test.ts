@@ -366,7 +366,7 @@ test('fold: secrets_resealed replaces the secrets and moves version and updated_
   const rotatedState = applyEndpointEvent(created, { v: 1, type: 'endpoint.secret_rotated', id, secret: 'old-b', previous_expires_at: '2026-01-02T00:00:00.000Z', at: '2026-01-01T01:00:00.000Z' }, 5);
   const secretsAfter = [{ sealed: 'v2:new-b', expires_at: null }, { sealed: 'v2:new-a', expires_at: '2026-01-02T00:00:00.000Z' }];
   const resealed = applyEndpointEvent(rotatedState, { v: 1, type: 'endpoint.secrets_resealed', id, secrets: secretsAfter, at: '2026-01-01T02:00:00.000Z' }, 9);
-  t.deepEqual(resealed, { ...rotatedState, secrets: secretsAfter, version: 9, updatedAt: '2026-01-01T02:00:00.000Z' });
+  t.deepEqual(resealed, { ...rotatedState, secrets: secretsAfter, version: 9, updatedAt: '2026-01-01T02:00:00.000Z', eventsSince: rotatedState.eventsSince! + 1 });
   t.true(isEndpointEvent({ v: 1, type: 'endpoint.secrets_resealed', id, secrets: secretsAfter, at: 'x' }));
   for (const secrets of [[], 'v2:x', [{ sealed: 1, expires_at: null }], [{ sealed: 'v2:x' }], [null]]) {
     t.throws(() => applyEndpointEvent(rotatedState, { v: 1, type: 'endpoint.secrets_resealed', id, secrets, at: 'x' } as never, 10), undefined, JSON.stringify(secrets));

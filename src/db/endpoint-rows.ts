@@ -53,6 +53,6 @@ export function rowToRecordData(row: EndpointRow): EndpointRecord {
 export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
 
 export function stateToRow(state: EndpointState): EndpointRow {
-  const { secrets: _ignored, activeSince: _alsoIgnored, ...row } = state;
+  const { secrets: _ignored, activeSince: _alsoIgnored, eventsSince: _norThis, ...row } = state;
   return row;
 }

@@ -58,7 +58,11 @@ export type EndpointEvent =
   | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string; signing_public_key?: string }
   // A master-key rotation (`hookstream keys reseal-secrets`): the same secrets, in the same order with the
   // same expiries, sealed again under the current key. Nothing a tenant sees changes.
-  | { v: 1; type: 'endpoint.secrets_resealed'; id: EndpointId; secrets: SealedSecret[]; at: string };
+  | { v: 1; type: 'endpoint.secrets_resealed'; id: EndpointId; secrets: SealedSecret[]; at: string }
+  // The endpoint's whole state, appended by the command side every COMPACT_EVERY events (src/endpoints/
+  // store.ts), which then purges the events before it on the subject: a fold may start here. `removes`:
+  // how many messages that purge takes (the directory counts the stream's messages).
+  | { v: 1; type: 'endpoint.compacted'; id: EndpointId; state: EndpointState; removes: number; at: string };
 
 export type EndpointEventType = EndpointEvent['type'];
 
@@ -93,6 +97,8 @@ export interface EndpointState {
    * Set by the fold; absent in Postgres rows, which never need it.
    */
   activeSince?: number;
+  /** Events applied since its creation or its last compaction (the command side compacts on it). */
+  eventsSince?: number;
 }
 
 export function applyEndpointEvent(state: EndpointState | undefined, event: EndpointEvent, seq: number): EndpointState {
@@ -103,11 +109,20 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       signatureScheme: event.signature_scheme ?? SignatureScheme.V1,
       signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
       rateLimit: event.rate_limit ?? null, ordering: event.ordering ?? Ordering.None, disabledReason: null, disabledAt: null,
-      createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq,
+      createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq, eventsSince: 1,
     };
   }
+  if (event.type === 'endpoint.compacted') {
+    // Checked, not trusted: the fold checks the fields of the state it makes; here what it needs to get there.
+    const carried = event.state as unknown;
+    if (typeof carried !== 'object' || carried === null || !Array.isArray(event.state.secrets) || event.state.id !== event.id) {
+      throw new Error(`endpoint.compacted for ${event.id} carries no state of it`);
+    }
+    if (state && state.tenant !== event.state.tenant) throw new Error(`endpoint.compacted for ${event.id} names another tenant`);
+    return { ...event.state, version: seq, eventsSince: 1 };
+  }
   if (!state) throw new Error(`${event.type} for ${event.id} before endpoint.created`);
-  const next: EndpointState = { ...state, updatedAt: event.at, version: seq };
+  const next: EndpointState = { ...state, updatedAt: event.at, version: seq, eventsSince: (state.eventsSince ?? 0) + 1 };
   switch (event.type) {
     case 'endpoint.updated':
       if (event.url !== undefined) next.url = event.url;
@@ -165,7 +180,7 @@ export function liveSecrets(state: Pick<EndpointState, 'secrets'>, now: number):
 
 const EVENT_TYPES: ReadonlySet<string> = new Set<EndpointEventType>([
   'endpoint.created', 'endpoint.updated', 'endpoint.deleted', 'endpoint.restored', 'endpoint.secret_rotated',
-  'endpoint.secrets_resealed', 'endpoint.disabled',
+  'endpoint.secrets_resealed', 'endpoint.disabled', 'endpoint.compacted',
 ]);
 
 /** A version-1 endpoint event of a known type: what every reader of the stream may fold. */

@@ -81,6 +81,11 @@ interface Fold {
   applied: number;
   /** Messages applied: compared with the stream's message count to notice removed events. */
   count: number;
+  /**
+   * Messages of each endpoint in `count`, since its last compaction: what the purge after a compaction
+   * removes of them is taken off `count`, so a compaction is not mistaken for a removal.
+   */
+  seen: Map<EndpointId, number>;
   /** Messages the server still held for the consumer when it delivered the last one applied. */
   pending: number;
   progress: Set<() => void>;
@@ -138,21 +143,32 @@ export async function startEndpointDirectory(deps: {
     else tenantMap.delete(state.id);
   };
 
-  const apply = (fold: Fold, m: EndpointMessage) => {
+  /** Applies `m`; returns how many of the messages `count` holds its compaction's purge takes (0 for any other). */
+  const apply = (fold: Fold, m: EndpointMessage): number => {
     const step = foldEndpointMessage(m, (id) => fold.byId.get(id));
+    const of = step.ok ? step.event.id : step.endpoint;
+    let removes = 0;
+    if (step.ok && step.event.type === 'endpoint.compacted') {
+      // Only what this fold counted: events purged before it read them were never in `count`.
+      removes = Math.min(Math.max(0, Math.trunc(Number(step.event.removes)) || 0), fold.seen.get(step.event.id) ?? 0);
+      fold.seen.set(step.event.id, 1);
+    } else if (of !== undefined) {
+      fold.seen.set(of, (fold.seen.get(of) ?? 0) + 1);
+    }
     if (!step.ok) {
       // Every fold skips it; the one in use says so (a rebuilding fold met it before).
       if (fold === current || current === undefined) {
         deps.log.warn('skipping endpoint event', { stream: ENDPOINTS_STREAM, seq: m.seq, endpoint: step.endpoint, reason: step.reason });
         deps.skipped?.inc();
       }
-      return;
+      return removes;
     }
     const previous = fold.byId.get(step.state.id);
     const next = step.state;
     index(fold, next);
     // Only the fold in use tells listeners; a rebuilding fold reports its differences when swapped in.
     if (fold === current) notify(next, previous);
+    return removes;
   };
 
   const moved = (fold: Fold) => { for (const wake of [...fold.progress]) wake(); };
@@ -167,20 +183,22 @@ export async function startEndpointDirectory(deps: {
       await messages.close().catch(() => {});
       throw stoppedError();
     }
-    const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, pending: 0, progress: new Set(), messages, done: Promise.resolve(), ended: false };
+    const fold: Fold = { byId: new Map(), activeByTenant: new Map(), applied: 0, count: 0, seen: new Map(), pending: 0, progress: new Set(), messages, done: Promise.resolve(), ended: false };
     if (from) {
       for (const state of from.states) index(fold, state);
       fold.applied = from.seq;
       fold.count = from.count;
+      // A snapshot written before it kept these has none: the first compaction then folds anew once.
+      for (const [id, n] of Object.entries(from.seen ?? {})) fold.seen.set(id as EndpointId, n);
     }
     fold.done = (async () => {
       try {
         for await (const m of messages) {
           // At or below a sequence already skipped as no longer stored: removed since, so not applied.
           if (m.seq <= fold.applied) continue;
-          apply(fold, m);
+          const removes = apply(fold, m);
           fold.applied = m.seq;
-          fold.count++;
+          fold.count += 1 - removes;
           fold.pending = m.info.pending;
           moved(fold);
         }
@@ -354,7 +372,7 @@ export async function startEndpointDirectory(deps: {
     return queued;
   };
 
-  const snapshot = (): DirectorySnapshot => ({ seq: current.applied, count: current.count, states: [...current.byId.values()] });
+  const snapshot = (): DirectorySnapshot => ({ seq: current.applied, count: current.count, states: [...current.byId.values()], seen: Object.fromEntries(current.seen) });
 
   // One snapshot at a time, and only when no other instance wrote a recent enough one.
   let writing: Promise<void> | undefined;

@@ -92,11 +92,13 @@ export async function readEndpoint(
     if (state) {
       if (state.tenant !== opts.tenant) return undefined;
     } else {
-      // endpoint.created is always the subject's first event and names the tenant: the fold below runs for the owner only.
+      // The subject's first event (endpoint.created, or the compaction that replaced the events before it)
+      // names the tenant: the fold below runs for the owner only.
       const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, 0));
       if (!first) return undefined;
-      const created = decodeEndpointEvent(first);
-      if (!created.ok || created.event.type !== 'endpoint.created' || created.event.tenant !== opts.tenant) return undefined;
+      const e = decodeEndpointEvent(first);
+      const owner = !e.ok ? undefined : e.event.type === 'endpoint.created' ? e.event.tenant : e.event.type === 'endpoint.compacted' ? e.event.state?.tenant : undefined;
+      if (owner !== opts.tenant) return undefined;
     }
   }
   const from = state?.version ?? 0;

@@ -22,6 +22,8 @@ export interface DirectorySnapshot {
   /** Messages applied up to it (the directory compares it with the stream's count to notice removals). */
   count: number;
   states: EndpointState[];
+  /** Messages of each endpoint in `count` since its last compaction (directory.ts); absent in older snapshots. */
+  seen?: Record<string, number>;
 }
 
 interface Manifest {
@@ -47,7 +49,7 @@ export async function latestSnapshotSeq(jsm: JetStreamManager): Promise<number> 
 
 /** Store a snapshot: its chunks, then the manifest that makes it the latest. Compressed off the event loop. */
 export async function writeSnapshot(js: JetStreamClient, snapshot: DirectorySnapshot): Promise<{ bytes: number }> {
-  const bytes = await zip(JSON.stringify({ v: 1, states: snapshot.states }));
+  const bytes = await zip(JSON.stringify({ v: 1, states: snapshot.states, seen: snapshot.seen }));
   const chunks: number[] = [];
   for (let i = 0; i * CHUNK_BYTES < bytes.length || i === 0; i++) {
     // Instances snapshotting the same sequence write it once (the stream's duplicate window).
@@ -102,5 +104,7 @@ export async function readSnapshot(jsm: JetStreamManager): Promise<DirectorySnap
     if (problem) throw new UnusableSnapshotError(`a state in it is malformed: ${problem}`);
   }
   if (states.length !== manifest.endpoints) throw new UnusableSnapshotError('it holds another number of endpoints than its manifest says');
-  return { seq: manifest.seq, count: manifest.count, states: states as EndpointState[] };
+  const seen = (body as { seen?: unknown }).seen;
+  const seenOk = typeof seen === 'object' && seen !== null && Object.values(seen).every((n) => Number.isSafeInteger(n) && (n as number) >= 0);
+  return { seq: manifest.seq, count: manifest.count, states: states as EndpointState[], ...(seenOk ? { seen: seen as Record<string, number> } : {}) };
 }

@@ -2,7 +2,7 @@
 // concurrency (expected last subject sequence), so two concurrent commands cannot both win. Input arrives
 // checked and typed (parseNewEndpoint / parseEndpointPatch at the API or the command line), never again here.
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { endpointSubject } from '../../streams/endpoints.ts';
+import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import {
   applyEndpointEvent, assertNotDeleted, assertRestorable, EndpointStatus, Ordering,
@@ -19,6 +19,11 @@ const WRONG_LAST_SEQUENCE = 10071;
 export const MAX_GRACE_MS = 7 * 24 * 3600_000;
 export const DEFAULT_GRACE_MS = 24 * 3600_000;
 const DISABLE_ROUNDS = 5;
+/**
+ * Events on an endpoint's subject before the command side replaces them with one endpoint.compacted: the
+ * history, and what a rebuild or a fold from the start reads of it, stays bounded per endpoint.
+ */
+export const COMPACT_EVERY = 256;
 
 export interface SecretSealerLike {
   /** Seal bound to the endpoint: the sealed value opens only for this id (issue 8). */
@@ -82,15 +87,37 @@ export function createEndpointStore(deps: {
     'endpoint state not saved; the next command on it folds its events (is endpoint_states.> allowed for the service user in nats.conf?)',
     { endpoint: state.id, reason: describe(e) }));
 
+  /**
+   * Replace the subject's events with one carrying the whole state, then purge those before it. Best effort:
+   * the command is done; a lost race or a failure is tried again at the next command.
+   */
+  async function compact(state: EndpointState): Promise<EndpointState> {
+    const subject = endpointSubject(state.id);
+    try {
+      const removes = (await deps.jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+      const { version: _v, eventsSince: _n, ...carried } = state;
+      const event: EndpointEvent = { v: 1, type: 'endpoint.compacted', id: state.id, state: carried as EndpointState, removes, at: now() };
+      const ack = await deps.js.publish(subject, JSON.stringify(event), { expect: { lastSubjectSequence: state.version } });
+      await deps.jsm.streams.purge(ENDPOINTS_STREAM, { filter: subject, seq: ack.seq });
+      const compacted = applyEndpointEvent(state, event, ack.seq);
+      await save(compacted);
+      return compacted;
+    } catch (e) {
+      warnings?.warn('compact', 'endpoint history not compacted; tried again at its next command', { endpoint: state.id, reason: describe(e) });
+      return state;
+    }
+  }
+
   async function append(state: EndpointState | undefined, event: EndpointEvent): Promise<CommandResult> {
     try {
       const ack = await deps.js.publish(endpointSubject(event.id), JSON.stringify(event), {
         expect: { lastSubjectSequence: state?.version ?? 0 },
       });
-      const endpoint = applyEndpointEvent(state, event, ack.seq);
+      let endpoint = applyEndpointEvent(state, event, ack.seq);
       // The event is written: a state not saved only costs the next read a fold of this one event.
-      await save(endpoint);
-      return { endpoint, seq: ack.seq };
+      if ((endpoint.eventsSince ?? 0) >= COMPACT_EVERY) endpoint = await compact(endpoint);
+      else await save(endpoint);
+      return { endpoint, seq: Math.max(ack.seq, endpoint.version) };
     } catch (e) {
       if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
       throw e;
