@@ -18,7 +18,8 @@ import { startNatsCluster, CLUSTER_PASSWORDS } from '../helpers/nats-cluster.ts'
 import { startPostgresServer, type PostgresServer } from '../helpers/postgres-server.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
-import { generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Served } from './harness.ts';
+import { deliveryAddress } from '../../streams/deliveries.ts';
+import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Served } from './harness.ts';
 
 const SECONDS = Number(process.env['HOOKSTREAM_CHAOS_SECONDS'] ?? 60);
 const SEED = Number(process.env['HOOKSTREAM_CHAOS_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
@@ -228,6 +229,15 @@ async function chaos(t: ExecutionContext, label: string, setup: Setup): Promise<
     if (counts.size < expected) {
       for (const s of w.slots) log(s.output.split('\n').filter((l) => /"level":"(warn|error)"/.test(l)).slice(-15).join('\n'));
       log(await whereTheyWait(admin));
+      // Missing per endpoint against what its delivery subject still stores.
+      const jsm = await jetstreamManager(admin);
+      for (const [i, id] of ep.ids.entries()) {
+        const missing = EVENTS - [...counts.keys()].filter((k) => k.startsWith(`${i}:`)).length;
+        const a = deliveryAddress(id, FAULT_SHARDS);
+        const info = await jsm.streams.info(a.stream, { subjects_filter: `${a.subject}.>` }).catch(() => undefined);
+        const plain = await jsm.streams.info(a.stream, { subjects_filter: a.subject }).catch(() => undefined);
+        log(`endpoint ${i} (${a.stream}): ${missing} missing; stored on its subject ${plain?.state.subjects?.[a.subject] ?? 0}, below it ${Object.values(info?.state.subjects ?? {}).reduce((x, y) => x + y, 0)}`);
+      }
     }
     t.is(counts.size, expected, 'every delivery arrived');
 

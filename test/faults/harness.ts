@@ -64,6 +64,8 @@ export async function startInstance(env: Record<string, string>, timeoutMs = 60_
 
 export interface Endpoints {
   receivers: Receiver[];
+  /** The endpoints' ids, in the receivers' order. */
+  ids: string[];
   /** Deliveries of event n to receiver i, by the event number in the body. */
   counts(): Map<string, number>;
   close(): Promise<void>;
@@ -76,9 +78,11 @@ export async function subscribeEndpoints(nc: NatsConnection, masterKey: string, 
   const jsm = await jetstreamManager(nc);
   const { store } = createEndpoints({ js, jsm, masterKey, allowPrivateTargets: true });
   const receivers = await Promise.all(Array.from({ length: count }, () => startReceiver()));
-  for (const r of receivers) await store.create(tenant, { url: r.url, events: ['user.*'] });
+  const ids: string[] = [];
+  for (const r of receivers) ids.push((await store.create(tenant, { url: r.url, events: ['user.*'] })).endpoint.id);
   return {
     receivers,
+    ids,
     counts() {
       const m = new Map<string, number>();
       receivers.forEach((r, i) => {
