@@ -43,6 +43,7 @@ try {
     update_ms_first10_median: round(median(updates.slice(0, 10))), update_ms_last10_median: round(median(updates.slice(-10))),
     restore_409_ms_first10_median: round(median(restores.slice(0, 10))), restore_409_ms_last10_median: round(median(restores.slice(-10))),
     endpoints_consumers_before: before, endpoints_consumers_after: after,
+    events_kept: (await jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: `endpoints.${endpoint.id}` })).state.subjects?.[`endpoints.${endpoint.id}`] ?? 0,
     saved_states_for_endpoint: (await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: endpointStateSubject(endpoint.id) })).state.subjects?.[endpointStateSubject(endpoint.id)] ?? 0,
     refold_without_saved_state_ms: round(refold), next_write_ms: round(next),
   }));
