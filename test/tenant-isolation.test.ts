@@ -96,7 +96,7 @@ test.serial('a flood of refused restores spends only its tenant\'s writes, leave
   t.true(await consumers() <= before, 'no consumer left behind on ENDPOINTS');
 });
 
-test.serial('bad keys from one address are refused with 429 before any lookup; a good key from another address works', async (t) => {
+test.serial('bad keys from one address, and a good key over its rate, are refused with 429 before any lookup; a good key from another address works', async (t) => {
   // An API of its own whose database lookups are counted: what answers 429 did not look anything up.
   let lookups = 0;
   const real = h.service.orm!;
@@ -130,4 +130,16 @@ test.serial('bad keys from one address are refused with 429 before any lookup; a
   t.is((await get('127.0.0.3', bad(100))).status, 429, 'the same key prefix from another address is refused too');
   t.is((await get('127.0.0.3', { authorization: `Bearer hs_live_${'y'.repeat(43)}` })).status, 401, 'another prefix from another address is looked up');
   t.is(lookups, 7);
+
+  // A good key over its request rate is refused before its lookup too.
+  const slow = createApi({ publicUrl: () => 'http://127.0.0.1',
+    orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 2,
+    log: silentLogger, sealer: new SecretSealer(h.keys.masterKey), now: () => 1_000_000,
+  });
+  const slowServer = await startApiServer(slow.app, { host: '127.0.0.1', port: 0, log: silentLogger });
+  t.teardown(() => slowServer.close());
+  const rates: number[] = [];
+  for (let i = 0; i < 5; i++) rates.push((await requestFrom('127.0.0.1', `${slowServer.url}/v1/webhooks`, { headers: { authorization: `Bearer ${good}` } })).status);
+  t.deepEqual(rates, [200, 200, 429, 429, 429]);
+  t.is(lookups, 9, 'two lookups: the refused requests made none');
 });

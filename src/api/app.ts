@@ -1,5 +1,5 @@
 // The management API as a Koa app: request id and error envelope outermost, then a per-request
-// EntityManager, API key authentication, per-key rate limiting, and the routes.
+// EntityManager, per-key rate limiting (before the key is looked up), API key authentication, and the routes.
 import Koa, { type Middleware } from 'koa';
 import Router from '@koa/router';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -103,8 +103,9 @@ export function createApi(deps: ApiDeps): Api {
     return next();
   });
   const throttle = deps.authFailureBurst === 0 ? undefined : createFailureThrottle({ burst: deps.authFailureBurst, now: deps.now });
-  app.use(requireApiKey(PUBLIC_PATHS, throttle, () => deps.authThrottled?.inc({ surface: 'api' })));
+  // The key's request rate first: over it, a request is refused before the key is looked up.
   app.use(rateLimitByKey(createRateLimiter({ perSecond: deps.rateLimitPerSecond, now: deps.now }), PUBLIC_PATHS));
+  app.use(requireApiKey(PUBLIC_PATHS, throttle, () => deps.authThrottled?.inc({ surface: 'api' })));
   app.use(router.routes());
   app.use(router.allowedMethods());
 

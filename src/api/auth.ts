@@ -9,6 +9,9 @@ import type { ApiState } from './state.ts';
 
 const BEARER = /^\s*Bearer\s+(\S+)\s*$/i;
 
+/** The credential of an Authorization header, unchecked; undefined when there is none. */
+export const presentedKey = (header: string): string | undefined => (header ? BEARER.exec(header)?.[1] : undefined);
+
 /**
  * Deny by default: a path not listed here needs a key, even one that matches no route. A source address or
  * key prefix that failed too often is refused (429) before the key is looked up.
@@ -17,7 +20,7 @@ export function requireApiKey(publicPaths: ReadonlySet<string>, throttle?: Failu
   return async (ctx, next) => {
     if (publicPaths.has(ctx.path)) return next();
     const header = ctx.get('authorization');
-    const presented = header ? BEARER.exec(header)?.[1] : undefined;
+    const presented = presentedKey(header);
     const prefix = presented !== undefined && isWellFormedKey(presented) ? keyPrefix(presented) : undefined;
     const admitted = throttle?.check(ctx.ip, presented, prefix);
     if (admitted && !admitted.ok) {

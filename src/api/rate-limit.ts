@@ -2,6 +2,9 @@
 // requests, then gets `perSecond` a second. Buckets live in this process; with several API instances
 // each enforces its own share, which keeps the limiter free of a shared store.
 import type { Middleware } from 'koa';
+import { createHash } from 'node:crypto';
+import { isWellFormedKey } from '../apikeys/key.ts';
+import { presentedKey } from './auth.ts';
 import { rateLimited } from './errors.ts';
 import type { ApiState } from './state.ts';
 
@@ -81,12 +84,18 @@ export function createRateLimiter(opts: { perSecond: number; burst?: number; now
   };
 }
 
-/** 429 with retry-after once the caller's key has spent its tokens; public paths are not limited. */
+/**
+ * 429 with retry-after once the presented key has spent its tokens, before the key is looked up: a flood
+ * over the limit costs no database work. Buckets are kept by the key's digest; public paths are not limited.
+ */
 export function rateLimitByKey(limiter: RateLimiter, publicPaths: ReadonlySet<string>): Middleware<ApiState> {
   return async (ctx, next) => {
     if (publicPaths.has(ctx.path)) return next();
-    const taken = limiter.take(ctx.state.keyId);
-    if (!taken.ok) throw rateLimited(taken.retryAfterSeconds);
+    const presented = presentedKey(ctx.get('authorization'));
+    if (presented !== undefined && isWellFormedKey(presented)) {
+      const taken = limiter.take(createHash('sha256').update(presented).digest('base64'));
+      if (!taken.ok) throw rateLimited(taken.retryAfterSeconds);
+    }
     return next();
   };
 }
