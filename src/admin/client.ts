@@ -11,7 +11,7 @@ import {
   type DeadLetterShowOut, type DeadLettersListIn, type DeadLettersListOut, type DeadLettersReplayManyIn,
   type DeadLettersReplayManyOut, type DeliveryShowIn, type DeliveryShowOut, type EndpointRetryNowIn, type EndpointRetryNowOut, type RejectedEventShowIn, type RejectedEventShowOut,
   type RejectedEventsListIn, type RejectedEventsListOut, ERASURE_ROUTING_WAIT_MS, type EraseSubjectIn, type SubjectErasureOut,
-  type DeliveriesListIn, type DeliveriesListOut, type EndpointHealthIn, type EndpointHealthOut, type EndpointActionIn, type EndpointActionOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut,
+  type DeliveriesListIn, type DeliveriesListOut, type EndpointHealthIn, type EndpointHealthOut, type EndpointActionIn, type EndpointActionOut, type DeliveryAttemptsIn, type DeliveryAttemptsOut, type EventsTraceIn, type EventsTraceOut, type EventVerdictIn, type EventVerdictOut,
 } from './protocol.ts';
 
 /**
@@ -47,6 +47,7 @@ export interface AdminClient {
   listDeliveries(req: DeliveriesListIn): Promise<DeliveriesListOut>;
   deliveryAttempts(req: DeliveryAttemptsIn): Promise<DeliveryAttemptsOut>;
   traceEvents(req: EventsTraceIn): Promise<EventsTraceOut>;
+  eventVerdict(req: EventVerdictIn): Promise<EventVerdictOut>;
   endpointHealth(req: EndpointHealthIn): Promise<EndpointHealthOut>;
   disableEndpoint(req: Required<EndpointActionIn>): Promise<EndpointActionOut>;
   enableEndpoint(req: EndpointActionIn): Promise<EndpointActionOut>;
@@ -107,6 +108,7 @@ export function createAdminClient(nc: NatsConnection, opts: { timeoutMs?: number
     listDeliveries: (req) => call(AdminSubject.DeliveriesList, req),
     deliveryAttempts: (req) => call(AdminSubject.DeliveriesAttempts, req),
     traceEvents: (req) => call(AdminSubject.EventsTrace, req),
+    eventVerdict: (req) => call(AdminSubject.EventsVerdict, req),
     endpointHealth: (req) => call(AdminSubject.EndpointsHealth, req),
     disableEndpoint: (req) => call(AdminSubject.EndpointsDisable, req),
     enableEndpoint: (req) => call(AdminSubject.EndpointsEnable, req),
@@ -143,10 +145,10 @@ export async function connectAsOperator(opts: OperatorConnectOptions): Promise<N
 }
 
 /** Run `fn` with an admin client on an operator connection, closed afterwards. */
-export async function withAdminClient<T>(opts: OperatorConnectOptions, fn: (admin: AdminClient) => Promise<T>): Promise<T> {
+export async function withAdminClient<T>(opts: OperatorConnectOptions & { timeoutMs?: number }, fn: (admin: AdminClient) => Promise<T>): Promise<T> {
   const nc = await connectAsOperator(opts);
   try {
-    return await fn(createAdminClient(nc, { operator: opts.operator }));
+    return await fn(createAdminClient(nc, { operator: opts.operator, ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) }));
   } finally {
     await nc.drain().catch(() => {});
   }

@@ -30,6 +30,7 @@ export const AdminSubject = {
   DeliveriesList: 'admin.deliveries.list',
   DeliveriesAttempts: 'admin.deliveries.attempts',
   EventsTrace: 'admin.events.trace',
+  EventsVerdict: 'admin.events.verdict',
   EndpointsHealth: 'admin.endpoints.health',
   EndpointsDisable: 'admin.endpoints.disable',
   EndpointsEnable: 'admin.endpoints.enable',
@@ -544,6 +545,24 @@ export interface TracedEventOut {
 
 export interface EventsTraceOut {
   data: TracedEventOut[];
+}
+
+/** One published event, by its tenant and its sequence in EVENTS (the publish acknowledgement's). */
+export interface EventVerdictIn {
+  tenant: string;
+  seq: number;
+}
+
+/**
+ * The router's verdict on one event: `routed` (to `endpoints`: the tenant's active endpoints that
+ * subscribe to its type, as they are now), `rejected` (with the reason and detail stored in REJECTED), or
+ * `pending` (the router has not decided yet: not reached, or handed back for a later try).
+ */
+export interface EventVerdictOut {
+  verdict: 'routed' | 'rejected' | 'pending';
+  endpoints: number | null;
+  reason: string | null;
+  detail: string | null;
 }
 
 /** An operator's action on an endpoint; `reason` is required to disable or delete, and is audited. */

@@ -366,6 +366,16 @@ export function parseTraceRequest(body: Body): TraceQuery {
   return { ...(tenant ? { tenant } : {}), ...(subject ? { subject } : {}), ...(webhookId ? { webhookId } : {}), limit: limitOf(body, 20) };
 }
 
+/** One published event: its tenant and its sequence in EVENTS. */
+export function parseVerdictRequest(body: Body): { tenant: TenantId; seq: number } {
+  onlyFields(body, ['tenant', 'seq']);
+  const tenant = optionalTenant(body);
+  if (!tenant) throw badRequest('tenant is required');
+  const seq = body['seq'];
+  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) throw badRequest('seq must be a whole number from 1 (the EVENTS sequence of the publish)');
+  return { tenant, seq };
+}
+
 /** A request naming one endpoint (`{endpoint}`): endpoint health. */
 export const parseEndpointRequest = parseRetryNowRequest;
 

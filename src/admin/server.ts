@@ -29,7 +29,7 @@ import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
 import { iso } from '../deadletter/store.ts';
 import {
   parseAuditListRequest, parseBody, parseEraseSubjectRequest, parseEmptyRequest, parseEndpointListRequest, parseDeliveryRequest, parseListRequest, parseRejectedListRequest, parseRejectedShowRequest, parseReplayManyRequest,
-  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest, parseEndpointRequest, parseEndpointActionRequest,
+  parseReplayRequest, parseRetryNowRequest, parseShowRequest, parseDeliveryLogRequest, parseDeliveryAttemptsRequest, parseTraceRequest, parseVerdictRequest, parseEndpointRequest, parseEndpointActionRequest,
 } from './requests.ts';
 
 export interface Admin {
@@ -134,6 +134,7 @@ export async function startAdmin(deps: {
     [AdminSubject.DeliveriesList]: (b) => deliveryLog.list(parseDeliveryLogRequest(b)),
     [AdminSubject.DeliveriesAttempts]: (b) => { const q = parseDeliveryAttemptsRequest(b); return deliveryLog.attempts(q.webhookId, q.endpoint); },
     [AdminSubject.EventsTrace]: (b) => deliveryLog.trace(parseTraceRequest(b)),
+    [AdminSubject.EventsVerdict]: (b) => { const q = parseVerdictRequest(b); return deliveryLog.verdict(q.tenant, q.seq); },
     [AdminSubject.EndpointsHealth]: (b) => overview.endpointHealth(parseEndpointRequest(b).endpoint),
     [AdminSubject.EndpointsDisable]: (b) => endpointActions.disable(parseEndpointActionRequest(b, 'required').endpoint),
     [AdminSubject.EndpointsEnable]: (b) => endpointActions.enable(parseEndpointActionRequest(b, 'none').endpoint),

@@ -126,13 +126,13 @@ export function cliOperator(): string {
 }
 
 /** Run `fn` with an admin client as the operator NATS_URL, NATS_USER and NATS_PASSWORD name, audited as cliOperator(). */
-export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>): Promise<T> {
+export async function withAdmin<T>(fn: (admin: AdminClient) => Promise<T>, opts: { timeoutMs?: number } = {}): Promise<T> {
   const config = await useLocalServers(loadConfig(), 'operator');
   const operator = cliOperator();
   // Only the connection's failure is rewritten: fn's own errors pass as they are.
   let connected = false;
   try {
-    return await withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator }, (admin) => {
+    return await withAdminClient({ url: config.natsUrl, user: config.natsUser, password: config.natsPassword, operator, ...opts }, (admin) => {
       connected = true;
       return fn(admin);
     });

@@ -17,7 +17,7 @@ import { subjectIndexRows } from '../erasure/index-store.ts';
 import type { SubjectHasher, SubjectRef } from '../erasure/subject-hash.ts';
 import { rejectedOut } from '../admin/rejected-events.ts';
 import type {
-  AttemptLogOut, DeliveriesListOut, DeliveryAttemptsOut, DeliveryLogOut, EventsTraceOut, TracedEventOut,
+  AttemptLogOut, DeliveriesListOut, DeliveryAttemptsOut, DeliveryLogOut, EventsTraceOut, EventVerdictOut, TracedEventOut,
 } from '../admin/protocol.ts';
 import type { DeliveryLogQuery, TraceQuery } from '../admin/requests.ts';
 import { attemptsOf, searchDeliveries, type AttemptLogRow, type DeliveryLogRow } from './store.ts';
@@ -85,7 +85,7 @@ export function createDeliveryLog(deps: { orm: MikroORM; jsm: JetStreamManager; 
   const typeOf = (m: StoredMsg | null): string | null => (m ? m.subject.split('.').slice(2).join('.') || null : null);
 
   /** The tenant's rejected events (newest first, bounded) whose body holds `quoted`, or whose EVENTS seq is `seq`. */
-  async function rejectedOf(tenant: string, match: (m: StoredMsg) => boolean): Promise<StoredMsg[]> {
+  async function rejectedOf(tenant: string, match: (m: StoredMsg) => boolean, wanted = Number.MAX_SAFE_INTEGER): Promise<StoredMsg[]> {
     const out: StoredMsg[] = [];
     const newest = await jsm.streams.getMessage(REJECTED_STREAM, { last_by_subj: rejectedTenantSubject(tenant) }).catch(() => null);
     if (!newest) return out;
@@ -93,6 +93,7 @@ export function createDeliveryLog(deps: { orm: MikroORM; jsm: JetStreamManager; 
     for (let seq = newest.seq, scanned = 0; seq >= first && scanned < MAX_REJECTED_SCAN; seq--, scanned++) {
       const m = seq === newest.seq ? newest : await jsm.streams.getMessage(REJECTED_STREAM, { seq }).catch(() => null);
       if (m && m.subject === rejectedTenantSubject(tenant) && match(m)) out.push(m);
+      if (out.length >= wanted) break;
     }
     return out;
   }
@@ -169,5 +170,27 @@ export function createDeliveryLog(deps: { orm: MikroORM; jsm: JetStreamManager; 
     return { data: data.slice(0, q.limit) };
   }
 
-  return { list, attempts, trace };
+  /**
+   * The router's verdict on the tenant's event at EVENTS `seq`. The router's floor is read before REJECTED:
+   * a rejection is stored before the event is terminated, so an event past the floor and not in REJECTED
+   * was routed.
+   */
+  async function verdict(tenant: string, seq: number): Promise<EventVerdictOut> {
+    const m = await storedEvent(seq);
+    if (m && m.subject.split('.')[1] !== tenant) throw badRequest(`EVENTS #${seq} is not an event of ${tenant}`);
+    const router = await jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER).catch(() => undefined);
+    const rejected = (await rejectedOf(tenant, (r) => rejectedOut(r).events_seq === seq, 1))[0];
+    if (rejected) {
+      const o = rejectedOut(rejected);
+      return { verdict: 'rejected', endpoints: null, reason: o.reason, detail: o.detail };
+    }
+    if (!router || routerFloor(router) < seq) return { verdict: 'pending', endpoints: null, reason: null, detail: null };
+    const type = typeOf(m);
+    const at = m ? m.time.getTime() : Number.MAX_SAFE_INTEGER;
+    const endpoints = type === null || !isEventName(type) ? [] : (await orm.em.fork().find(EndpointRecord, { tenant }, { disableIdentityMap: true })).map(recordToRow)
+      .filter((e) => e.status === EndpointStatus.Active && matchesAny(e.events, type) && Date.parse(e.createdAt) <= at);
+    return { verdict: 'routed', endpoints: endpoints.length, reason: null, detail: null };
+  }
+
+  return { list, attempts, trace, verdict };
 }

@@ -1,7 +1,7 @@
 // `hookstream events publish` (as a producer), `events rejected` and `events trace` (thin clients of
 // admin.events.rejected* and admin.events.trace).
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import type { EventsTraceIn, RejectedEventOut } from '../../admin/protocol.ts';
+import type { EventsTraceIn, EventVerdictOut, RejectedEventOut } from '../../admin/protocol.ts';
 import { limitOf } from './dead-letters.ts';
 import { isEventName } from '../../domain/catalogue.ts';
 import { isOrderingKey, MAX_ORDERING_KEY, ORDERING_KEY_HEADER } from '../../domain/ordering-key.ts';
@@ -9,11 +9,30 @@ import { eventSubject } from '../../../streams/events.ts';
 import { requireString, requireTenant, table, UsageError, type Command } from '../command.ts';
 import { withAdmin, withProducer } from '../context.ts';
 import { randomUUID } from 'node:crypto';
-import { UnreachableError, describe } from '../../errors.ts';
+import { ErrorCode, HookstreamError, UnreachableError, describe } from '../../errors.ts';
 import { eventsPublishAttributes, startPublish, tracing } from '../../telemetry/tracing.ts';
 
 /** How long a publish is retried: longer than a NATS cluster takes to elect new leaders after a node loss. */
 const PUBLISH_RETRY_MS = 30_000;
+
+/** How long `events publish` waits for the router's verdict. */
+const VERDICT_WAIT_MS = 5_000;
+
+type PublishVerdict = Omit<EventVerdictOut, 'verdict'> & { verdict: EventVerdictOut['verdict'] | 'unknown' };
+
+/** The router's verdict on EVENTS `seq`, asked until it is given or VERDICT_WAIT_MS pass; `unknown` (why in detail) if not. */
+async function verdictOf(tenant: string, seq: number): Promise<PublishVerdict> {
+  const unknown = (why: string): PublishVerdict => ({ verdict: 'unknown', endpoints: null, reason: null, detail: why });
+  const until = Date.now() + VERDICT_WAIT_MS;
+  return withAdmin(async (admin) => {
+    for (;;) {
+      const v = await admin.eventVerdict({ tenant, seq });
+      if (v.verdict !== 'pending') return v;
+      if (Date.now() > until) return unknown(`not decided within ${VERDICT_WAIT_MS / 1000} s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }, { timeoutMs: VERDICT_WAIT_MS }).catch((e: unknown) => unknown(`the admin subject did not answer: ${describe(e)}`));
+}
 
 export const eventsPublish: Command = {
   name: 'events publish',
@@ -29,8 +48,17 @@ export const eventsPublish: Command = {
     '                 "duplicate" only reports a repeat within 100 ms); other tenants\' ids never clash',
     '  --ordering-key K  the Hookstream-Ordering-Key header: the event\'s key at endpoints with ordering key',
     '                 (without it, data.userId / data.organizationId of identity events)',
+    `  --no-wait      do not wait for the router's verdict`,
+    '',
+    `Then waits up to ${VERDICT_WAIT_MS / 1000} s for the router's verdict (asked of admin.events.verdict as the operator user):`,
+    '"routed to N endpoints" (the active endpoints subscribed to the type), or "rejected: <reason>" and exit',
+    'code 1. The verdict is "unknown" (exit code 0: the event is stored) when the router has not decided',
+    'by then or the admin subject does not answer this user.',
   ].join('\n'),
-  options: { tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' }, 'ordering-key': { type: 'string' } },
+  options: {
+    tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' }, 'ordering-key': { type: 'string' },
+    'no-wait': { type: 'boolean' },
+  },
   async run({ values, out }) {
     const tenant = requireTenant(values);
     const type = requireString(values, 'type');
@@ -63,8 +91,19 @@ export const eventsPublish: Command = {
         }
       }
     }).finally(() => traced?.end());
-    out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () =>
-      `published ${type} for ${tenant} (EVENTS #${ack.seq}${ack.duplicate ? ', duplicate ignored' : ''})`);
+    const published = `published ${type} for ${tenant} (EVENTS #${ack.seq}${ack.duplicate ? ', duplicate ignored' : ''})`;
+    if (values['no-wait'] === true) {
+      out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () => published);
+      return;
+    }
+    const v = await verdictOf(tenant, ack.seq);
+    const rejected = `the router rejected it: ${v.reason}${v.detail ? ` (${v.detail})` : ''}`;
+    // Rejected: with --json the verdict on stdout too; either way one line on stderr and exit code 1.
+    if (v.verdict === 'rejected' && !out.json) throw new HookstreamError(ErrorCode.ValidationFailed, `${published}, but ${rejected}`);
+    out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate, ...v }, () => `${published}: ${v.verdict === 'routed'
+      ? `routed to ${v.endpoints} endpoint${v.endpoints === 1 ? '' : 's'}`
+      : `verdict unknown (${v.detail}); see \`hookstream events rejected --tenant ${tenant}\``}`);
+    if (v.verdict === 'rejected') throw new HookstreamError(ErrorCode.ValidationFailed, rejected);
   },
 };
 
