@@ -41,6 +41,7 @@ import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
 import { createTenantLimitsStore } from './tenants/limits.ts';
 import { withTenantQuotas } from './tenants/quotas.ts';
+import { createTestEvents } from './endpoints/test-event.ts';
 import { createOpsEvents } from './ops/events.ts';
 import { startEndpointHealth } from './delivery/endpoint-health.ts';
 import { startApiServer, type ApiServer } from './api/server.ts';
@@ -269,6 +270,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const portal = createPortal({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
         assets: await loadAssets(), rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'portal' }),
+        testEvents: createTestEvents({ js, shards: config.deliveryShards, store: tenantStore, write: tenantStore.write }),
       });
       let listening = `http://${config.host}:${config.port}`;
       const { app } = createApi({

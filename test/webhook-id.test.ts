@@ -2,7 +2,7 @@
 // without servers: round trips, legacy ids, ids under another key, garbage.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { createWebhookIdCodec, decodeLegacyWebhookId, deriveWebhookIdKey } from '../src/domain/webhook-id.ts';
+import { createWebhookIdCodec, decodeLegacyWebhookId, deriveWebhookIdKey, randomWebhookId } from '../src/domain/webhook-id.ts';
 import { isMessageId } from '../src/domain/ids.ts';
 import { fanOutMsgId } from '../src/router/dedupe.ts';
 
@@ -95,4 +95,12 @@ test('fan-out Nats-Msg-Id: a producer id is scoped to its tenant; without one, t
   // The separator (never in a tenant id) keeps tenant and id apart: plain concatenation would make these equal.
   t.not(fanOutMsgId('tenant_a', 'x', 'msg_first', 'webhook_1'), fanOutMsgId('tenant_', 'ax', 'msg_first', 'webhook_1'));
   t.is(fanOutMsgId('tenant_a', undefined, 'msg_first', 'webhook_1'), 'msg_first.webhook_1');
+});
+
+test('a random webhook-id (test events) has the current format and names no message under the key', (t) => {
+  const codec = createWebhookIdCodec(randomBytes(16));
+  const ids = new Set(Array.from({ length: 100 }, () => randomWebhookId(randomBytes(26))));
+  t.is(ids.size, 100);
+  for (const id of ids) t.true(isMessageId(id), id);
+  t.true([...ids].filter((id) => codec.decode(id) !== undefined).length <= 1);
 });

@@ -38,6 +38,13 @@ const CURRENT = /^msg_[0-7][0-9a-hjkmnp-tv-z]{25}$/;
 /** Before opaque ids: 9 base-36 digits of milliseconds then 8 of sequence. Old dead letters and attempt records carry them. */
 const LEGACY = /^msg_([0-9a-z]{9})([0-9a-z]{8})$/;
 
+/**
+ * A webhook-id of the current format from 26 random bytes, for a delivery in no EVENTS message (a test
+ * event): unique, and decoded to no message (but with probability 2^-27, which the EVENTS check catches).
+ */
+export const randomWebhookId = (bytes: Uint8Array): MessageId =>
+  `msg_${[...bytes.subarray(0, 26)].map((b, i) => ALPHABET[b & (i === 0 ? 7 : 31)]).join('')}` as MessageId;
+
 /** Exactly the ids encode() makes and decode() reads the format of (current or legacy). */
 export const isMessageId = (s: unknown): s is MessageId => typeof s === 'string' && (CURRENT.test(s) || LEGACY.test(s));
 

@@ -17,6 +17,7 @@ import type { CheckUrl } from '../domain/endpoint.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
+import type { TestEvents } from '../endpoints/test-event.ts';
 import { describe, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { cataloguePage, endpointPage, endpointsPage, messagePage, secretPage, type Notice } from './pages.ts';
@@ -41,6 +42,8 @@ export interface PortalDeps {
   /** Origins that may frame the portal (PORTAL_FRAME_ANCESTORS); empty: none. */
   frameAncestors: string[];
   assets: Map<string, Asset>;
+  /** "Send test event": a signed `webhook.test` delivery to one endpoint, under the tenant's writes quota. */
+  testEvents: TestEvents;
   /** Requests per second per API key, as /v1 allows it (HOOKSTREAM_RATE_LIMIT), counted apart from /v1's. */
   rateLimitPerSecond: number;
   log: Logger;
@@ -174,6 +177,22 @@ export function createPortal(deps: PortalDeps): Middleware {
       send(ctx, endpointPage(csrf(ctx), await after(ctx, r), { kind: 'ok', text: `${verb}.` }));
     });
   }
+
+  router.post('/portal/endpoints/:id/send-test', async (ctx) => {
+    if (!(await postedForm(ctx))) return;
+    const id = pathId(ctx);
+    let n: Notice;
+    try {
+      await deps.testEvents.send(session(ctx).tenant, id);
+      n = { kind: 'ok', text: 'Test event sent: your receiver gets a signed webhook.test delivery (retried like any other).' };
+    } catch (e) {
+      n = problem(e);
+      if (!n) throw e;
+    }
+    const row = await getEndpoint(orm.em.fork(), session(ctx).tenant, id);
+    if (!row) throw notFound('endpoint');
+    send(ctx, endpointPage(csrf(ctx), endpointOut(row), n), n.kind === 'ok' ? 200 : 422);
+  });
 
   router.post('/portal/endpoints/:id/rotate-secret', async (ctx) => {
     if (!(await postedForm(ctx))) return;

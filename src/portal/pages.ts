@@ -1,5 +1,5 @@
 // The tenant portal's pages (issue 19): the tenant's endpoints (id, URL, events, status, disabled reason),
-// adding, editing, deleting, restoring and rotating, the event catalogue, and a secret shown once with a
+// adding, editing, deleting, restoring, rotating and sending a test event, the event catalogue, and a secret shown once with a
 // copy button. No delivery history: no webhook ids, attempts or payloads are ever rendered here.
 import type { EndpointOut } from '../api/wire.ts';
 import { EVENT_NAMES, WILDCARDS } from '../domain/catalogue.ts';
@@ -83,6 +83,7 @@ export function endpointPage(csrf: string, e: EndpointOut, n?: Notice): Html {
 <dt>Ordering</dt><dd>${e.ordering}</dd>
 </dl>
 <p>
+${e.status === 'active' ? action('send-test', 'Send test event', '') : ''}
 ${e.status !== 'deleted' ? action('rotate-secret', 'Rotate secret', '') : ''}
 ${e.status !== 'active' ? action('restore', 'Restore') : ''}
 ${e.status !== 'deleted' ? action('delete', 'Delete', 'secondary outline') : ''}

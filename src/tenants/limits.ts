@@ -12,7 +12,7 @@ import type { Logger } from '../log.ts';
 export interface TenantLimits {
   /** Endpoints a tenant may have that are not deleted. */
   endpoints: number;
-  /** Endpoint writes (create, update, delete, restore, rotate-secret) a second, per API instance. */
+  /** Endpoint writes (create, update, delete, restore, rotate-secret, the portal's test events) a second, per API instance. */
   writesPerSecond: number;
   /** Deliveries a tenant may have queued and not yet delivered (enforced by the router). */
   queuedDeliveries: number;

@@ -39,7 +39,7 @@ export function withTenantQuotas(store: EndpointStore, deps: {
   hits?: Counter;
   /** Clock of the writes limiter in milliseconds (tests freeze it). */
   now?: () => number;
-}): EndpointStore {
+}): EndpointStore & { write(tenant: TenantId): Promise<void> } {
   const writes = createRateLimiter({ perSecond: 1, now: deps.now });
   const refuse = (e: QuotaExceededError): never => {
     deps.hits?.inc({ limit: e.limit });
@@ -64,6 +64,7 @@ export function withTenantQuotas(store: EndpointStore, deps: {
 
   return {
     ...store,
+    write,
     async create(tenant, fields, opts) {
       await write(tenant);
       await room(tenant);
