@@ -267,16 +267,17 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
       // The tenants' quotas on their endpoint commands, for the API and the portal alike.
       const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
+      const testEvents = createTestEvents({ js, shards: config.deliveryShards, store: tenantStore, write: tenantStore.write });
       const portal = createPortal({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
         assets: await loadAssets(), rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'portal' }),
-        testEvents: createTestEvents({ js, shards: config.deliveryShards, store: tenantStore, write: tenantStore.write }),
+        testEvents,
       });
       let listening = `http://${config.host}:${config.port}`;
       const { app } = createApi({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
         authFailureBurst: config.authFailureBurst, authThrottled: metrics.authThrottled,
-        portal, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey), publicUrl: () => config.publicUrl ?? listening,
+        portal, testEvents, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey), publicUrl: () => config.publicUrl ?? listening,
       });
       const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
       api = server;

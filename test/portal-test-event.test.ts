@@ -1,4 +1,4 @@
-// The portal's "Send test event" in real Chromium against the real service: a signed webhook.test delivery
+// The portal's "Send test event" (and POST /v1/webhooks/:id/test) in real Chromium against the real service: a signed webhook.test delivery
 // reaches the endpoint's receiver and verifies with its secret, through the normal delivery path (logged);
 // only active endpoints offer it; it counts against the tenant's endpoint-writes quota.
 import test from 'ava';
@@ -55,12 +55,22 @@ test.serial('"Send test event" delivers a signed webhook.test event to that endp
   const logged = await eventually(async () => (await searchDeliveries(h.service.orm!.em.fork(), { webhookId }, { limit: 10 }))[0], 20_000, 'the logged test delivery');
   t.like(logged, { endpoint_id: id, tenant: 'tenant_portal_test', event_type: 'webhook.test', outcome: 'ok' });
 
+  // The API's POST /v1/webhooks/:id/test does the same, and answers the webhook-id.
+  const sent = await api.post(`/v1/webhooks/${id}/test`);
+  t.is(sent.status, 202);
+  t.deepEqual(sent.body, { id, webhook_id: sent.body.webhook_id });
+  const [, second] = await r.waitFor(2);
+  t.is(String(second!.headers['webhook-id']), sent.body.webhook_id);
+
   // Only an active endpoint offers it.
   t.is((await api.delete(`/v1/webhooks/${id}`)).status, 200);
   await page.reload();
   t.is(await page.getByRole('button', { name: 'Send test event' }).count(), 0);
+  const refused = await api.post(`/v1/webhooks/${id}/test`);
+  t.is(refused.status, 409);
+  t.regex(refused.body.error.message, /is deleted/);
   t.is(other.received.length, 0, 'the other endpoint got nothing');
-  t.is(r.received.length, 1);
+  t.is(r.received.length, 2);
 });
 
 test.serial('test events count against the tenant\'s endpoint-writes quota', async (t) => {

@@ -17,6 +17,7 @@ import { rejectQuery } from './query.ts';
 import { createRateLimiter, rateLimitByKey } from './rate-limit.ts';
 import type { ApiState } from './state.ts';
 import { webhookHandlers } from './webhooks.ts';
+import type { TestEvents } from '../endpoints/test-event.ts';
 import { emptyInput } from './input.ts';
 import { createPortalLink } from '../portal/sessions.ts';
 import { answerOnce, type AnswerOnceDeps } from './idempotency.ts';
@@ -41,6 +42,8 @@ export interface ApiDeps {
   log: Logger;
   /** Clock of the rate limiter in milliseconds (tests freeze it). */
   now?: () => number;
+  /** POST /v1/webhooks/:id/test (the portal's "Send test event" too). */
+  testEvents?: TestEvents;
   /** The tenant portal's pages (/portal, issue 19); they answer HTML of their own, outside the /v1 envelope. */
   portal?: Middleware;
 }
@@ -67,7 +70,7 @@ export const PUBLIC_PATHS: ReadonlySet<string> = OPS_PATHS;
 export function createApi(deps: ApiDeps): Api {
   const log = deps.log.child({ component: 'api' });
   const router = new Router<ApiState>({ sensitive: true });
-  const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, sealer: deps.sealer, log });
+  const webhooks = webhookHandlers({ store: deps.store, waitForProjection: deps.waitForProjection, checkUrl: deps.checkUrl, sealer: deps.sealer, log, testEvents: deps.testEvents });
   const body = jsonBody();
 
   router.get('/v1/openapi.json', (ctx) => { rejectQuery(ctx.querystring); ctx.body = OPENAPI_DOCUMENT; });
@@ -79,6 +82,7 @@ export function createApi(deps: ApiDeps): Api {
   router.delete('/v1/webhooks/:id', webhooks.remove);
   router.post('/v1/webhooks/:id/restore', body, webhooks.restore);
   router.post('/v1/webhooks/:id/rotate-secret', body, webhooks.rotateSecret);
+  router.post('/v1/webhooks/:id/test', body, webhooks.sendTest);
   router.post('/v1/portal/sessions', body, async (ctx) => {
     rejectQuery(ctx.querystring);
     emptyInput(ctx.request.body);

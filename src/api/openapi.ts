@@ -171,6 +171,15 @@ export const OPENAPI_DOCUMENT = {
         responses: { '200': json(ref('RotateSecretOut'), 'The new signing secret, shown this once (v1; again to a retry under the same Idempotency-Key), or the new public key (v1a).'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
       },
     },
+    '/v1/webhooks/{id}/test': {
+      parameters: [idParameter],
+      post: {
+        operationId: 'sendTestEvent', tags: ['webhooks'], summary: 'Send a signed `webhook.test` event to one active endpoint.',
+        description: 'Queued for that endpoint only and delivered like any event (signed, retried, logged): `{"type":"webhook.test","data":{"endpointId":…,"message":…}}`. It counts as an endpoint write against the tenant\'s `writes_per_second`. 409 when the endpoint is not active. No body (or `{}`).',
+        requestBody: { required: false, content: { 'application/json': { schema: { type: 'object', additionalProperties: false } } } },
+        responses: { '202': json(ref('TestEventSent'), 'Queued: the webhook-id the delivery carries.'), '404': response('NotFound'), '409': response('Conflict'), ...withBody, ...common },
+      },
+    },
     '/v1/portal/sessions': {
       post: {
         operationId: 'createPortalSession', tags: ['webhooks'], summary: 'A link to the tenant portal, for your dashboard to open or frame.',
@@ -191,6 +200,10 @@ export const OPENAPI_DOCUMENT = {
       Endpoint: { oneOf: [endpointV1(), endpointV1a()] },
       // v1: with its signing secret (shown this once); v1a: no secret, only the public key every read shows.
       EndpointCreated: { oneOf: [endpointV1({ signing_secret: ref('SigningSecret') }), endpointV1a()] },
+      TestEventSent: {
+        type: 'object', additionalProperties: false, required: ['id', 'webhook_id'],
+        properties: { id: { type: 'string' }, webhook_id: { type: 'string', pattern: '^msg_' } },
+      },
       PortalSession: {
         type: 'object', additionalProperties: false, required: ['url', 'expires_at'],
         properties: { url: { type: 'string', format: 'uri' }, expires_at: { type: 'string', format: 'date-time' } },

@@ -3,6 +3,7 @@
 import type { RouterContext } from '@koa/router';
 import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
+import type { TestEvents } from '../endpoints/test-event.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
 import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
@@ -21,6 +22,8 @@ export interface WebhookDeps {
   /** Seals the answers kept for Idempotency-Key retries. */
   sealer: AnswerOnceDeps['sealer'];
   log: Logger;
+  /** POST /v1/webhooks/:id/test; absent in API tests that do not send. */
+  testEvents?: TestEvents | undefined;
 }
 
 type Ctx = RouterContext<ApiState>;
@@ -127,6 +130,16 @@ export function webhookHandlers(deps: WebhookDeps) {
           : { id: result.endpoint.id, ...secretOut(result.signingSecret) };
         return { status: 200, body };
       });
+    },
+
+    async sendTest(ctx: Ctx) {
+      rejectQuery(ctx.querystring);
+      const id = pathId(ctx);
+      emptyInput(ctx.request.body);
+      if (!deps.testEvents) throw new Error('test events are not configured');
+      const { webhookId } = await deps.testEvents.send(ctx.state.tenant, id);
+      ctx.status = 202;
+      ctx.body = { id, webhook_id: webhookId };
     },
   };
 }
