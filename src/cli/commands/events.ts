@@ -51,7 +51,7 @@ export const eventsPublish: Command = {
     `  --no-wait      do not wait for the router's verdict`,
     '',
     `Then waits up to ${VERDICT_WAIT_MS / 1000} s for the router's verdict (asked of admin.events.verdict as the operator user):`,
-    '"routed to N endpoints" (the active endpoints subscribed to the type), or "rejected: <reason>" and exit',
+    '"routed to N endpoints" (the active endpoints subscribed to the type), or "the router rejected it: <reason>" and exit',
     'code 1. The verdict is "unknown" (exit code 0: the event is stored) when the router has not decided',
     'by then or the admin subject does not answer this user.',
   ].join('\n'),
