@@ -21,8 +21,9 @@ const cli = (args: string[]) => {
   return runCli(args, { ...env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey });
 };
 
+// A long wait: under load the router may take more than the default 5 s to decide.
 const publish = (tenant: string, data: string, ...more: string[]) =>
-  cli(['events', 'publish', '--tenant', tenant, '--type', 'user.created', '--data', data, ...more]);
+  cli(['events', 'publish', '--tenant', tenant, '--type', 'user.created', '--data', data, ...(more.includes('--no-wait') ? [] : ['--wait', '50']), ...more]);
 
 test.serial('a routed event says to how many endpoints, and exits 0', async (t) => {
   const tenant = 'tenant_verdict_ok' as TenantId;
@@ -54,6 +55,9 @@ test.serial('a rejected event names the reason on one line and exits 1; --no-wai
   t.regex(json.stderr, /rejected it: too_deep/);
   const noWait = await publish(tenant, deep, '--no-wait', '--json');
   t.is(noWait.code, 0, noWait.stderr);
+  const badWait = await cli(['events', 'publish', '--tenant', tenant, '--type', 'user.created', '--data', '{}', '--wait', '0']);
+  t.is(badWait.code, 2);
+  t.regex(badWait.stderr, /--wait must be/);
   t.is((JSON.parse(noWait.stdout) as { verdict?: string }).verdict, undefined);
 });
 

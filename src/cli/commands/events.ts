@@ -15,23 +15,23 @@ import { eventsPublishAttributes, startPublish, tracing } from '../../telemetry/
 /** How long a publish is retried: longer than a NATS cluster takes to elect new leaders after a node loss. */
 const PUBLISH_RETRY_MS = 30_000;
 
-/** How long `events publish` waits for the router's verdict. */
+/** How long `events publish` waits for the router's verdict unless --wait says otherwise. */
 const VERDICT_WAIT_MS = 5_000;
 
 type PublishVerdict = Omit<EventVerdictOut, 'verdict'> & { verdict: EventVerdictOut['verdict'] | 'unknown' };
 
-/** The router's verdict on EVENTS `seq`, asked until it is given or VERDICT_WAIT_MS pass; `unknown` (why in detail) if not. */
-async function verdictOf(tenant: string, seq: number): Promise<PublishVerdict> {
+/** The router's verdict on EVENTS `seq`, asked until it is given or `waitMs` pass; `unknown` (why in detail) if not. */
+async function verdictOf(tenant: string, seq: number, waitMs: number): Promise<PublishVerdict> {
   const unknown = (why: string): PublishVerdict => ({ verdict: 'unknown', endpoints: null, reason: null, detail: why });
-  const until = Date.now() + VERDICT_WAIT_MS;
+  const until = Date.now() + waitMs;
   return withAdmin(async (admin) => {
     for (;;) {
       const v = await admin.eventVerdict({ tenant, seq });
       if (v.verdict !== 'pending') return v;
-      if (Date.now() > until) return unknown(`not decided within ${VERDICT_WAIT_MS / 1000} s`);
+      if (Date.now() > until) return unknown(`not decided within ${waitMs / 1000} s`);
       await new Promise((r) => setTimeout(r, 200));
     }
-  }, { timeoutMs: VERDICT_WAIT_MS }).catch((e: unknown) => unknown(`the admin subject did not answer: ${describe(e)}`));
+  }, { timeoutMs: waitMs }).catch((e: unknown) => unknown(`the admin subject did not answer: ${describe(e)}`));
 }
 
 export const eventsPublish: Command = {
@@ -48,16 +48,17 @@ export const eventsPublish: Command = {
     '                 "duplicate" only reports a repeat within 100 ms); other tenants\' ids never clash',
     '  --ordering-key K  the Hookstream-Ordering-Key header: the event\'s key at endpoints with ordering key',
     '                 (without it, data.userId / data.organizationId of identity events)',
+    `  --wait S       wait up to S seconds (1-300) for the router's verdict (default ${VERDICT_WAIT_MS / 1000})`,
     `  --no-wait      do not wait for the router's verdict`,
     '',
-    `Then waits up to ${VERDICT_WAIT_MS / 1000} s for the router's verdict (asked of admin.events.verdict as the operator user):`,
+    `Then waits (--wait) for the router's verdict (asked of admin.events.verdict as the operator user):`,
     '"routed to N endpoints" (the active endpoints subscribed to the type), or "the router rejected it: <reason>" and exit',
     'code 1. The verdict is "unknown" (exit code 0: the event is stored) when the router has not decided',
     'by then or the admin subject does not answer this user.',
   ].join('\n'),
   options: {
     tenant: { type: 'string' }, type: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' }, 'ordering-key': { type: 'string' },
-    'no-wait': { type: 'boolean' },
+    wait: { type: 'string' }, 'no-wait': { type: 'boolean' },
   },
   async run({ values, out }) {
     const tenant = requireTenant(values);
@@ -73,6 +74,11 @@ export const eventsPublish: Command = {
     const orderingKey = values['ordering-key'];
     // Checked here too, so a wrong key is a usage error rather than a rejected event.
     if (orderingKey !== undefined && !isOrderingKey(orderingKey)) throw new UsageError(`--ordering-key must be 1-${MAX_ORDERING_KEY} printable ASCII characters`);
+    const waitRaw = values['wait'];
+    if (waitRaw !== undefined && (typeof waitRaw !== 'string' || !/^\d+$/.test(waitRaw) || Number(waitRaw) < 1 || Number(waitRaw) > 300)) {
+      throw new UsageError('--wait must be a whole number of seconds from 1 to 300');
+    }
+    const waitMs = waitRaw === undefined ? VERDICT_WAIT_MS : Number(waitRaw) * 1000;
     const subject = eventSubject(tenant, type);
     // Traced (OTEL_* set): the producer's span, whose traceparent the event carries to the router and the attempts.
     const traced = tracing.on ? startPublish('send EVENTS', eventsPublishAttributes(subject)) : undefined;
@@ -96,7 +102,7 @@ export const eventsPublish: Command = {
       out.data({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }, () => published);
       return;
     }
-    const v = await verdictOf(tenant, ack.seq);
+    const v = await verdictOf(tenant, ack.seq, waitMs);
     const rejected = `the router rejected it: ${v.reason}${v.detail ? ` (${v.detail})` : ''}`;
     // Rejected: with --json the verdict on stdout too; either way one line on stderr and exit code 1.
     if (v.verdict === 'rejected' && !out.json) throw new HookstreamError(ErrorCode.ValidationFailed, `${published}, but ${rejected}`);
