@@ -106,7 +106,7 @@ test('backlog per endpoint: pending and ack-pending from JetStream', async (t) =
   const m = await eventually(async () => {
     const s = await scrape();
     return s('hookstream_endpoint_backlog_pending', { endpoint: endpoint.id }) === 4 ? s : undefined;
-  }, 20_000, 'backlog gauges');
+  }, 60_000, 'backlog gauges');
   t.is(m('hookstream_endpoint_backlog_ack_pending', { endpoint: endpoint.id }), 16);
   t.is(m('hookstream_endpoint_backlog_stale'), 0);
 });
