@@ -137,7 +137,7 @@ export function createServiceMetrics(registry = new Metrics()) {
     endpointsProbing: registry.gauge('hookstream_endpoints_probing', 'Endpoints this process probes one attempt at a time because their recent attempts all failed'),
     backlogStale: registry.gauge('hookstream_endpoint_backlog_stale', '1 when the last backlog listing from JetStream failed'),
     backlogPending: registry.gauge('hookstream_endpoint_backlog_pending', 'Deliveries waiting per endpoint'),
-    tenantLimitHits: registry.counter('hookstream_tenant_limit_hits_total', 'Requests refused because their tenant reached one of its quotas, by limit'),
+    tenantLimitHits: registry.counter('hookstream_tenant_limit_hits_total', 'Requests refused, or events the router held back, because their tenant reached one of its quotas, by limit'),
     authThrottled: registry.counter('hookstream_auth_throttled_total', 'API requests refused before their key was looked up, because their source address or key prefix failed too often (surface="api")'),
     backlogAckPending: registry.gauge('hookstream_endpoint_backlog_ack_pending', 'Deliveries in flight or awaiting retry per endpoint'),
   };

@@ -255,6 +255,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
+        // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
+        ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),
       }), (started) => { router = started; });
       stops.push(() => r.stop());
     }

@@ -15,7 +15,7 @@ import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../stream
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
-import type { TenantId } from '../domain/ids.ts';
+import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
@@ -37,6 +37,9 @@ import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
 import { createKeyedQueueBound } from './keyed-bound.ts';
 import { createLateMarks } from './late-marks.ts';
 import { createFairPublishes } from './fair-publishes.ts';
+import { createTenantBacklog } from './tenant-backlog.ts';
+import { createTenantShare, type OverLimit } from './tenant-share.ts';
+import { LIMIT_NAMES, type TenantLimits } from '../tenants/limits.ts';
 
 /**
  * Deliveries of events being routed at once, at most (a bound on memory: events stop being read past it).
@@ -52,6 +55,12 @@ const TENANT_PUBLISH_WINDOW = 1024;
  * share at a time, and never stops the router reading (and routing) other tenants' events.
  */
 const TENANT_PENDING = 4096;
+/**
+ * Events of one tenant waiting for one of its limits (events a second, queued deliveries), at most: a waiting
+ * event keeps its place in the router's consumer window (4,096 events, every tenant's), so past this the
+ * tenant's oldest waiting event is routed as each new one comes; a limit never takes the others' window.
+ */
+export const TENANT_DEFERRED = 1024;
 /**
  * Covering syncs at most this often: an event's ack waits up to this long plus a round trip (the ack, not
  * its deliveries); at 1,000 events/s, 100 syncs/s instead of 1,000.
@@ -93,6 +102,8 @@ export async function startRouter(deps: {
   erasureIndex?: ErasureIndexWriter;
   /** The operators' delivery log, told of each refused delivery (src/deliverylog/recorder.ts). */
   attemptLog?: AttemptLogRecorder;
+  /** Each tenant's limits (src/tenants/limits.ts); the defaults without it (a process with no database). */
+  tenantLimits?: { current(tenant: TenantId): TenantLimits };
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -100,6 +111,8 @@ export async function startRouter(deps: {
   const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
   const { publisher } = deps;
   const fair = createFairPublishes(publisher, { window: PUBLISH_WINDOW, perTenant: TENANT_PUBLISH_WINDOW });
+  const backlog = createTenantBacklog({ jsm: deps.jsm, shards: deps.shards, tenantOf: (id) => directory.get(id as EndpointId)?.tenant, log });
+  const share = createTenantShare({ limits: deps.tenantLimits, backlog });
   let stopping = false;
 
   // Endpoint writes acked before an event was published must reach it: a sync that started after the
@@ -175,28 +188,67 @@ export async function startRouter(deps: {
     const tenant = m.subject.split('.', 3)[1] ?? '';
     const queue = held.get(tenant);
     if (queue) {
-      metrics.eventsHeld.inc();
-      queue.push(m);
-      waiting.set(m, performance.now());
-    } else if (fair.pending(tenant) >= TENANT_PENDING) {
-      metrics.eventsHeld.inc();
-      held.set(tenant, [m]);
-      waiting.set(m, performance.now());
-      fair.whenBelow(tenant, TENANT_PENDING, () => release(tenant));
-    } else routeNow(m);
+      hold(tenant, queue, m);
+      // Past its share of the window, its oldest waiting event goes: the window stays the other tenants'.
+      if (queue.events.length > TENANT_DEFERRED && queue.why !== PENDING) release(tenant);
+      return;
+    }
+    const why = waitFor(tenant);
+    if (!why) return void routeNow(m);
+    const fresh = { events: [], why, armed: false };
+    held.set(tenant, fresh);
+    hold(tenant, fresh, m);
+    arm(tenant, fresh);
   };
-  // Events of a tenant over its pending bound, oldest first: routed as its fan-outs drain.
-  const held = new Map<string, JsMsg[]>();
+  // Events of a tenant that must wait, oldest first: over its pending bound (PENDING), or one of its limits
+  // (src/router/tenant-share.ts). Routed in order as the reason goes away.
+  interface Held { events: JsMsg[]; why: Why; armed: boolean }
+  type Why = typeof PENDING | OverLimit;
+  const PENDING = 'pending';
+  const held = new Map<string, Held>();
+  const timers = new Set<NodeJS.Timeout>();
+  const waitFor = (tenant: string): Why | undefined => (fair.pending(tenant) >= TENANT_PENDING ? PENDING : share.check(tenant));
+  const hold = (tenant: string, queue: Held, m: JsMsg): void => {
+    queue.events.push(m);
+    waiting.set(m, performance.now());
+    if (queue.why === PENDING) metrics.eventsHeld.inc();
+    else metrics.tenantLimitHits.inc({ limit: LIMIT_NAMES[queue.why.limit] });
+  };
+  /** Release the tenant's events once its reason may have gone: its fan-outs drained, or a limit's wait. */
+  const arm = (tenant: string, queue: Held): void => {
+    if (queue.armed || stopping) return;
+    queue.armed = true;
+    const go = () => { queue.armed = false; release(tenant); };
+    const { why } = queue;
+    if (why === PENDING) return fair.whenBelow(tenant, TENANT_PENDING, go);
+    notice(tenant, why, queue.events.length);
+    const timer = setTimeout(() => { timers.delete(timer); go(); }, why.retryMs);
+    timers.add(timer);
+  };
   const release = (tenant: string): void => {
     const queue = held.get(tenant);
     if (!queue || stopping) return;
-    while (queue.length > 0 && fair.pending(tenant) < TENANT_PENDING) {
-      const m = queue.shift()!;
+    while (queue.events.length > 0) {
+      const why = waitFor(tenant);
+      if (why && (why === PENDING || queue.events.length <= TENANT_DEFERRED)) {
+        queue.why = why;
+        return arm(tenant, queue);
+      }
+      const m = queue.events.shift()!;
       waiting.delete(m);
       routeNow(m);
     }
-    if (queue.length === 0) held.delete(tenant);
-    else fair.whenBelow(tenant, TENANT_PENDING, () => release(tenant));
+    held.delete(tenant);
+  };
+  // One line per tenant and limit a minute, naming the limit: the operator's cue to raise it, or to ask.
+  const noticed = new Map<string, number>();
+  const notice = (tenant: string, why: OverLimit, waitingNow: number): void => {
+    const key = `${tenant} ${why.limit}`;
+    const minute = Math.floor(Date.now() / 60_000);
+    if (noticed.get(key) === minute) return;
+    if (noticed.size >= 10_000) noticed.clear();
+    noticed.set(key, minute);
+    log.warn('tenant over its limit: its events wait to be routed', { tenant, limit: LIMIT_NAMES[why.limit], value: why.value, waiting: waitingNow });
   };
   const routeNow = (m: JsMsg): Promise<void> | undefined => {
     // Traced: a span in the producer's trace (or a new one), carried on in every delivery message.
@@ -320,7 +372,7 @@ export async function startRouter(deps: {
         verdicts.retry(m, `fan-out failed: ${describe(e)}`);
         return;
       }
-      if (enqueued > 0) metrics.deliveriesEnqueued.inc({}, enqueued);
+      if (enqueued > 0) { metrics.deliveriesEnqueued.inc({}, enqueued); backlog.routed(parsed.tenant, enqueued); }
       if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued });
       routed.done(m);
     };
@@ -354,8 +406,10 @@ export async function startRouter(deps: {
       await loop;
       // Events held unrouted are left unacked: NATS hands them out again after their ack wait.
       stopping = true;
-      for (const queue of held.values()) for (const m of queue) waiting.delete(m);
+      for (const queue of held.values()) for (const m of queue.events) waiting.delete(m);
       held.clear();
+      for (const timer of timers) clearTimeout(timer);
+      backlog.stop();
       // A mark NATS keeps refusing gives up: its event comes back, and its retry marks again.
       marks.close();
       await Promise.allSettled([...publishesDone]);
