@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
 import { onLogLineDropped, type Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
-import { belowFloor, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
+import { belowFloor, clusterFloorError, seenServers, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { logConnectionChanges } from './nats/connection-log.ts';
 import { describe } from './errors.ts';
@@ -104,9 +104,6 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (orm) await atMost(orm.close(true), 1000);
   };
   try {
-    step('JetStream');
-    const js = jetstream(nc);
-    const jsm = await startupJetStreamManager(nc);
     const serverVersion = nc.info?.version;
     // Once per server version, not at every start-up attempt.
     if (serverVersion !== announcedVersion) log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
@@ -114,6 +111,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
     }
     announcedVersion = serverVersion;
+    if (config.replicas > 1) {
+      const tooOld = clusterFloorError(config.replicas, await seenServers(nc.info));
+      if (tooOld) throw tooOld;
+    }
+    step('JetStream');
+    const js = jetstream(nc);
+    const jsm = await startupJetStreamManager(nc);
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
       queueRetentionMs: config.queueRetentionMs,

@@ -2,7 +2,7 @@
 // loopback with HOOKSTREAM_REPLICAS=3, so a run reports what replication costs beside the one-node
 // figures. The nodes run the project's nats.conf (test/helpers/nats-cluster.ts): the service logs in as
 // `service`, the producer as `publisher` from the PRODUCERS account, as in a deployment.
-import { CLUSTER_PASSWORDS, startNatsCluster } from '../../test/helpers/nats-cluster.ts';
+import { CLUSTER_PASSWORDS, CLUSTER_SERVER_VERSION, REPLICAS_SUPPORTED, startNatsCluster } from '../../test/helpers/nats-cluster.ts';
 import { plan, startGroup } from '../group.ts';
 import { ceiling, interleaved, throughputRun } from '../load.ts';
 import type { Options, Size } from '../options.ts';
@@ -13,6 +13,8 @@ import { fmt, progress, round, row, say, type Figures } from '../report.ts';
 export const CLUSTER_KEYS = ['throughput_100_r3', 'ratio_100_r3'] as const;
 
 export async function groupCluster(opts: Options, size: Size, receivers: Receivers, figures: Figures): Promise<void> {
+  // hookstream refuses replicas on nats-server below 2.11 (src/nats/server-version.ts).
+  if (!REPLICAS_SUPPORTED) { say(`r3: skipped, nats-server ${CLUSTER_SERVER_VERSION ?? '?'} is below 2.11 (HOOKSTREAM_REPLICAS=3 needs 2.11)`); return; }
   progress('r3: starting a three-node nats-server cluster');
   const cluster = await startNatsCluster({ name: 'bench' });
   cleanups.push(async () => {

@@ -5,7 +5,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { startNatsCluster, CLUSTER_PASSWORDS, type NatsCluster } from '../helpers/nats-cluster.ts';
+import { startNatsCluster, CLUSTER_PASSWORDS, REPLICAS_SUPPORTED, type NatsCluster } from '../helpers/nats-cluster.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
@@ -17,6 +17,10 @@ import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produceWithFault, 
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 const ENDPOINTS = 3;
+
+// hookstream refuses replicas on servers below 2.11 (test/cluster-floor.test.ts): the scenarios that run
+// instances need a newer server.
+const withInstances = REPLICAS_SUPPORTED ? test.serial : test.serial.skip;
 
 type Fault = (ctx: { cluster: NatsCluster; instances: Instance[]; admin: NatsConnection }) => Promise<string>;
 
@@ -59,9 +63,9 @@ async function scenario(t: ExecutionContext, opts: { fault?: Fault; startTogethe
 
 const streamLeader = async (admin: NatsConnection, stream: string) => (await (await jetstreamManager(admin)).streams.info(stream)).cluster?.leader;
 
-test.serial('two instances starting at the same moment on an empty cluster', (t) => scenario(t, { startTogether: true }));
+withInstances('two instances starting at the same moment on an empty cluster', (t) => scenario(t, { startTogether: true }));
 
-test.serial('a follower node killed mid-burst', (t) => scenario(t, {
+withInstances('a follower node killed mid-burst', (t) => scenario(t, {
   fault: async ({ cluster, admin }) => {
     const leaders = new Set([await cluster.metaLeader(), await streamLeader(admin, 'EVENTS')]);
     const victim = cluster.nodes.find((n) => !leaders.has(n.name)) ?? cluster.nodes[0]!;
@@ -70,7 +74,7 @@ test.serial('a follower node killed mid-burst', (t) => scenario(t, {
   },
 }));
 
-test.serial('the EVENTS stream leader killed mid-burst', (t) => scenario(t, {
+withInstances('the EVENTS stream leader killed mid-burst', (t) => scenario(t, {
   fault: async ({ cluster, admin }) => {
     const name = (await streamLeader(admin, 'EVENTS'))!;
     await cluster.node(name).kill();
@@ -78,7 +82,7 @@ test.serial('the EVENTS stream leader killed mid-burst', (t) => scenario(t, {
   },
 }));
 
-test.serial('the JetStream meta leader killed mid-burst', (t) => scenario(t, {
+withInstances('the JetStream meta leader killed mid-burst', (t) => scenario(t, {
   fault: async ({ cluster }) => {
     const name = (await cluster.metaLeader())!;
     await cluster.node(name).kill();
@@ -89,7 +93,7 @@ test.serial('the JetStream meta leader killed mid-burst', (t) => scenario(t, {
 // The node leading an endpoint's consumer (not the meta leader, whose loss is its own scenario): the
 // pull that waited there is lost with it. Every instance follows the consumer's leader election and
 // pulls again at once (src/nats/consumer-leaders.ts) instead of after two missed 30 s heartbeats.
-test.serial('the node leading an endpoint consumer killed mid-burst: the instances pull again at the election', async (t) => {
+withInstances('the node leading an endpoint consumer killed mid-burst: the instances pull again at the election', async (t) => {
   let instancesSeen: Instance[] = [];
   await scenario(t, {
     fault: async ({ cluster, admin, instances }) => {
@@ -111,7 +115,7 @@ test.serial('the node leading an endpoint consumer killed mid-burst: the instanc
   t.true(instancesSeen.some((i) => i.output.includes('pulled again after consumer leader elections')), 'an instance renewed its pulls at the election');
 });
 
-test.serial('one of two instances killed mid-burst', (t) => scenario(t, {
+withInstances('one of two instances killed mid-burst', (t) => scenario(t, {
   fault: async ({ instances }) => {
     await instances[0]!.kill('SIGKILL');
     return 'instance 1 of 2 killed';
@@ -149,7 +153,7 @@ test.serial('start-up on a cluster still gathering its servers waits for them in
 // the other by its own producer loop, and the node leading the endpoint's delivery stream killed mid-run
 // (publishes and fan-outs to it fail until the election; the router retries them after later events of
 // their keys were routed). Every key's events arrive in order (first 2xx), none is lost.
-test.serial('an ordered endpoint with its delivery stream\'s leader killed mid-run: every key in order, nothing lost', async (t) => {
+withInstances('an ordered endpoint with its delivery stream\'s leader killed mid-run: every key in order, nothing lost', async (t) => {
   const KEYS = 50;
   const PER_KEY = 20;
   await initSodium();

@@ -1,14 +1,20 @@
 // Three nats-servers forming a JetStream cluster on loopback: free ports, private store directories, and
 // one generated config per node that includes a copy of the project's nats.conf (its accounts and users)
 // and adds the cluster block. Nodes can be killed (SIGKILL) and started again on the same ports and store.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForPort } from './nats-server.ts';
 import { NATS_CONF, natsConfPasswords } from './nats-conf.ts';
+import { belowFloor, CLUSTER_FLOOR } from '../../src/nats/server-version.ts';
 
 const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+
+/** The version of the nats-server the clusters run (`nats-server: v2.9.10`). */
+export const CLUSTER_SERVER_VERSION = /v?(\d+\.\d+\.\d+)/.exec(execFileSync(BINARY, ['--version'], { encoding: 'utf8' }))?.[1];
+/** Whether hookstream runs with replicas on it (src/nats/server-version.ts refuses older servers). */
+export const REPLICAS_SUPPORTED = !belowFloor(CLUSTER_SERVER_VERSION, CLUSTER_FLOOR);
 
 /** Fresh passwords for every variable nats.conf names, given to the nodes' environment. */
 const passwords = natsConfPasswords();
@@ -27,6 +33,8 @@ export interface ClusterNode {
   /** Monitoring port (/jsz, /varz, /healthz). */
   httpPort: number;
   storeDir: string;
+  /** The node's log (every run of it, appended), kept until dispose. */
+  logPath: string;
   readonly running: boolean;
   /** The running process's id (for CPU metering), undefined while stopped. */
   readonly pid: number | undefined;
@@ -49,7 +57,8 @@ export interface NatsCluster {
   dispose(): Promise<void>;
 }
 
-export async function startNatsCluster(opts: { size?: number; name?: string } = {}): Promise<NatsCluster> {
+/** `binaries`: a nats-server binary per node (NATS_SERVER_BIN or 2.9.10 for the ones not given), for mixed clusters. */
+export async function startNatsCluster(opts: { size?: number; name?: string; binaries?: readonly (string | undefined)[] } = {}): Promise<NatsCluster> {
   const size = opts.size ?? 3;
   const dir = mkdtempSync(join(tmpdir(), 'hookstream-cluster-'));
   // nats-server joins an include's path to the including file's directory: the copy sits beside the configs.
@@ -62,6 +71,7 @@ export async function startNatsCluster(opts: { size?: number; name?: string } = 
     const storeDir = join(dir, name);
     mkdirSync(storeDir);
     const conf = join(dir, `${name}.conf`);
+    const logPath = join(dir, `${name}.log`);
     writeFileSync(conf, [
       'include nats.conf',
       `server_name: ${name}`,
@@ -73,12 +83,14 @@ export async function startNatsCluster(opts: { size?: number; name?: string } = 
     ].join('\n'));
     let proc: ChildProcess | undefined;
     const node: ClusterNode = {
-      name, port: p.client, url: `nats://127.0.0.1:${p.client}`, httpPort: p.http, storeDir,
+      name, port: p.client, url: `nats://127.0.0.1:${p.client}`, httpPort: p.http, storeDir, logPath,
       get running() { return proc !== undefined && proc.exitCode === null && proc.signalCode === null; },
       get pid() { return node.running ? proc?.pid : undefined; },
       async start() {
         if (node.running) return;
-        proc = spawn(BINARY, ['-c', conf], { stdio: 'ignore', env });
+        const out = openSync(logPath, 'a');
+        proc = spawn(opts.binaries?.[i] ?? BINARY, ['-c', conf], { stdio: ['ignore', out, out], env });
+        closeSync(out);
         await waitForPort(p.client, 10_000);
       },
       async kill() {
