@@ -1,0 +1,37 @@
+// The deliveries acked after a 2xx are known by stream, sequence, webhook id and endpoint: a redelivery of
+// one is recognised (acked again, not POSTed twice), but a new message at a sequence a reset stream handed
+// out again is not mistaken for it.
+import test from 'ava';
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { createRecentAcks } from '../src/delivery/recent-acks.ts';
+import type { PulledMsg } from '../src/nats/pulled-msg.ts';
+import { DeliveryHeader } from '../streams/deliveries.ts';
+
+const delivery = (stream: string, seq: number, webhookId: string, endpoint = 'ep_1', deliveryCount = 1): PulledMsg => {
+  const h = natsHeaders();
+  h.set(DeliveryHeader.WebhookId, webhookId);
+  h.set(DeliveryHeader.Endpoint, endpoint);
+  const none = () => {};
+  return {
+    subject: 'd', data: new Uint8Array(), headers: h, reply: '', seq,
+    info: { stream, consumer: 'c', deliveryCount, streamSequence: seq }, ack: none, nak: none, working: none, term: none,
+  };
+};
+
+test('a redelivery of an acked delivery is known; the same sequence carrying another delivery is not', (t) => {
+  const acks = createRecentAcks();
+  acks.add(delivery('DELIVERIES_0', 7, 'msg_a'));
+  t.true(acks.has(delivery('DELIVERIES_0', 7, 'msg_a', 'ep_1', 2)), 'its redelivery');
+  t.false(acks.has(delivery('DELIVERIES_0', 7, 'msg_b', 'ep_1', 2)), 'another event at a reused sequence');
+  t.false(acks.has(delivery('DELIVERIES_0', 7, 'msg_a', 'ep_2', 2)), 'the same event for another endpoint at a reused sequence');
+  t.false(acks.has(delivery('DELIVERIES_1', 7, 'msg_a', 'ep_1', 2)), 'another stream');
+  t.true(acks.acked('DELIVERIES_0', 7), 'by place, for the ordering gate');
+});
+
+test('a sequence is forgotten once one 8,192 higher is acked on its stream', (t) => {
+  const acks = createRecentAcks();
+  acks.add(delivery('DELIVERIES_0', 1, 'msg_a'));
+  acks.add(delivery('DELIVERIES_0', 1 + 8192, 'msg_b'));
+  t.false(acks.has(delivery('DELIVERIES_0', 1, 'msg_a', 'ep_1', 2)));
+  t.true(acks.has(delivery('DELIVERIES_0', 1 + 8192, 'msg_b', 'ep_1', 2)));
+});
