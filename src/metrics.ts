@@ -117,6 +117,8 @@ export function createServiceMetrics(registry = new Metrics()) {
     dead: registry.counter('hookstream_deliveries_dead_total', 'Deliveries that ran out of retries, by event type'),
     deadLettersStored: registry.counter('hookstream_dead_letters_stored_total', 'Dead-letter records written'),
     deadLettersBackstop: registry.counter('hookstream_dead_letters_backstop_total', 'Dead deliveries found in their queue by the backstop: their max-deliveries advisory was lost'),
+    deliveryDivergence: registry.gauge('hookstream_delivery_consumer_divergence',
+      'Deliveries a delivery stream holds that its consumer has neither pending nor in flight, for 3 backstop scans or more, by stream and consumer: diverged replicas (should be 0)'),
     deadLettersReplayed: registry.counter('hookstream_dead_letters_replayed_total', 'Dead letters replayed'),
     deadLettersExpired: registry.counter('hookstream_dead_letters_expired_total', 'Dead letters deleted past HOOKSTREAM_DEAD_LETTER_RETENTION'),
     opsEventsPublished: registry.counter('hookstream_ops_events_published_total', 'Operational events stored in OPS, by type'),

@@ -31,6 +31,7 @@ import { startDeadLetterRetention } from './deadletter/retention.ts';
 import { deadLetterTaggerOf } from './deadletter/tag.ts';
 import { createAckedPublisher, type AckedPublisher } from './nats/acked-publisher.ts';
 import { watchConsumerLeaders } from './nats/consumer-leaders.ts';
+import { consumerStepdown } from './nats/stepdown.ts';
 import { startAdmin } from './admin/server.ts';
 import { subjectHasherOf } from './erasure/subject-hash.ts';
 import { createErasureIndexWriter } from './erasure/index-writer.ts';
@@ -218,7 +219,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const handler = await supervisor.supervise('deadletter', () => startDeadLetterHandler({
         js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash },
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
-        backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1 },
+        backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1, stepdown: consumerStepdown(nc) },
       }));
       stops.push(() => handler.stop());
       if (config.deadLetterRetentionMs > 0) {

@@ -7,15 +7,17 @@ import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import { ADVISORIES_STREAM, ensureDeadLetterStream } from '../streams/dead-letters.ts';
+import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../streams/attempts.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
 let h: TestService;
 let admin: AdminClient;
+const logLines: string[] = [];
 
 test.before(async () => {
   h = await startTestService('deadletter_backstop', {
     HOOKSTREAM_RETRY_SCHEDULE: '200ms,200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s', HOOKSTREAM_DEAD_LETTER_BACKSTOP: '1s',
-  });
+  }, { logWrite: (line) => { logLines.push(line); } });
   ({ admin } = await h.operator());
 });
 test.after.always(() => h?.closeAll());
@@ -84,4 +86,37 @@ test.serial('an ordered endpoint: a keyed head whose advisory is lost is dead-le
   await ensureDeadLetterStream(h.service.jsm, h.config.deliveryShards);
   await eventually(() => (r.received.some((x) => JSON.parse(x.body).data.n === 1) ? true : undefined), 15_000, 'the key to go on after the backstop');
   t.deepEqual((await deadLetters(endpoint.id)).map((d) => d.dead_count), [1], 'the head is one dead letter');
+});
+
+// A shortfall no death explains (here: a dead delivery whose advisory and attempt records are both gone, so
+// the backstop cannot tell it died) is what diverged replicas look like: after three scans it is shown in
+// the divergence gauge and an error line, and the consumer's leader is asked to step down (a single server
+// refuses; a cluster hands the consumer to another server).
+test.serial('a delivery its consumer neither holds nor explains: divergence shown, the consumer\'s leader asked to step down', async (t) => {
+  const r = await h.receiver(() => 500);
+  const tenant = 'tenant_diverged' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'] });
+  const si = await h.service.jsm.streams.info(ADVISORIES_STREAM);
+  await h.service.jsm.streams.update(ADVISORIES_STREAM, { ...si.config, subjects: ['hookstream_test.nothing'] });
+  t.teardown(() => ensureDeadLetterStream(h.service.jsm, h.config.deliveryShards));
+  await h.publish(tenant, 'user.deleted', { userId: 'user_d' });
+  await r.waitFor(3, 10_000);
+  const subject = attemptSubject(endpoint.id, String(r.received[0]!.headers['webhook-id']));
+  await eventually(async () => {
+    const m = await h.service.jsm.streams.getMessage(ATTEMPTS_STREAM, { last_by_subj: subject }).catch(() => null);
+    return m && m.json<AttemptRecord>().attempt === 3 ? true : undefined;
+  }, 15_000, 'the last attempt record');
+  await h.service.jsm.streams.purge(ATTEMPTS_STREAM, { filter: subject });
+
+  const gauge = await eventually(() => {
+    const line = h.service.metrics.registry.render().split('\n').find((l) => l.startsWith('hookstream_delivery_consumer_divergence{') && l.includes(endpoint.id));
+    return line;
+  }, 20_000, 'the divergence gauge');
+  t.regex(gauge, / 1$/);
+  const said = await eventually(() => logLines.find((l) => l.includes('its replicas may have diverged') && l.includes(endpoint.id)), 10_000, 'the error line');
+  const fields = JSON.parse(said) as { level: string; stored: number; pending: number; ack_pending: number; stepdown: string };
+  t.like(fields, { level: 'error', stored: 1, pending: 0, ack_pending: 0 });
+  t.log(`stepdown: ${fields.stepdown}`);
+  t.regex(fields.stepdown, /^(done|refused: .+)$/, 'the server answered the stepdown request');
+  t.is(await queued(endpoint.id), 1, 'the delivery is still stored');
 });

@@ -10,6 +10,12 @@
 // the previous scan too (an advisory being handled right now is not the backstop's), are the oldest
 // messages read, and one is buried when its last attempt record says it was the final attempt, failed
 // longer than an interval ago.
+//
+// A shortfall that no dead delivery explains for DIVERGED_AFTER_SCANS scans is not death: a replicated
+// stream's copies diverged (nats-server below 2.11 after "Resetting stream cluster state"), the consumer's
+// leader counting nothing pending while its stream holds messages that will never be handed out. That is
+// shown (hookstream_delivery_consumer_divergence, an error line) and the consumer's leader is asked to
+// step down, so that a server whose copy of the stream is whole may lead it.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { consumerEndpoint, DeliveryHeader, deliveryStream, keyedPrefix, keyedSubjects } from '../../streams/deliveries.ts';
@@ -40,6 +46,9 @@ function storedUnder(counts: Record<string, number>, prefix: string): number {
 /** Messages read at most per endpoint and scan while looking for the dropped ones. */
 const MAX_WALK = 1000;
 
+/** Consecutive scans a consumer is short of deliveries no death explains before it counts as diverged. */
+export const DIVERGED_AFTER_SCANS = 3;
+
 export function startBackstop(deps: {
   jsm: JetStreamManager;
   shards: number;
@@ -49,10 +58,12 @@ export function startBackstop(deps: {
   bury: (death: Death) => Promise<boolean>;
   log: Logger;
   metrics: ServiceMetrics;
+  /** Asks a consumer's leader to step down; resolves with what the server said. */
+  stepdown?: (stream: string, consumer: string) => Promise<string>;
 }): { stop(): Promise<void> } {
   const { jsm, log } = deps;
-  /** `<stream> <consumer>` that looked short of messages at the last scan. */
-  let suspects = new Set<string>();
+  /** `<stream> <consumer>` short of messages: for how many scans in a row. */
+  let shortFor = new Map<string, number>();
   let stopped = false;
 
   async function lastAttempt(endpoint: string, webhookId: string): Promise<AttemptRecord | undefined> {
@@ -80,7 +91,8 @@ export function startBackstop(deps: {
   }
 
   async function scan(): Promise<void> {
-    const next = new Set<string>();
+    const next = new Map<string, number>();
+    const diverged: { stream: string; consumer: string; count: number }[] = [];
     for (let shard = 0; shard < deps.shards && !stopped; shard++) {
       const stream = deliveryStream(shard);
       const info = await jsm.streams.info(stream, { subjects_filter: `deliveries.${shard}.>` });
@@ -94,13 +106,29 @@ export function startBackstop(deps: {
         const dropped = stored - ci.num_pending - ci.num_ack_pending;
         if (dropped <= 0) continue;
         const key = `${stream} ${ci.name}`;
-        next.add(key);
-        if (!suspects.has(key)) continue;
+        const scans = (shortFor.get(key) ?? 0) + 1;
+        next.set(key, scans);
+        if (scans < 2) continue;
         const found = await sweepSubject(stream, ci.name, endpoint, subject, ci.delivered.stream_seq, dropped);
-        if (found < dropped) log.info('backstop: a consumer holds fewer deliveries than its queue, not all dead', { stream, endpoint: ci.name, dropped, buried: found });
+        if (found >= dropped) { next.delete(key); continue; }
+        const unexplained = dropped - found;
+        if (scans < DIVERGED_AFTER_SCANS) {
+          log.info('backstop: a consumer holds fewer deliveries than its queue, not all dead', { stream, endpoint: ci.name, dropped, buried: found });
+          continue;
+        }
+        diverged.push({ stream, consumer: ci.name, count: unexplained });
+        // Said and acted on once every DIVERGED_AFTER_SCANS scans while it lasts, not at every scan.
+        if (scans % DIVERGED_AFTER_SCANS !== 0) continue;
+        const stepdown = deps.stepdown ? await deps.stepdown(stream, ci.name) : 'not asked';
+        log.error('a delivery stream holds deliveries its consumer has neither pending nor in flight: its replicas may have diverged; '
+          + 'asked the consumer\'s leader to step down', {
+          stream, consumer: ci.name, stored, pending: ci.num_pending, ack_pending: ci.num_ack_pending, unexplained, scans, stepdown,
+        });
       }
     }
-    suspects = next;
+    shortFor = next;
+    deps.metrics.deliveryDivergence.clear();
+    for (const d of diverged) deps.metrics.deliveryDivergence.set(d.count, { stream: d.stream, consumer: d.consumer });
   }
 
   let running: Promise<void> | undefined;

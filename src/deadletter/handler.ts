@@ -53,7 +53,7 @@ export async function startDeadLetterHandler(deps: {
   /** Where `message.attempt.exhausted` goes (issue 10); absent in tests that do not need it. */
   opsEvents?: OpsEvents;
   /** The backstop (issue 17): how often it looks for dead deliveries whose advisory was lost; 0 turns it off. */
-  backstop?: { intervalMs: number; shards: number; maxDeliver: number };
+  backstop?: { intervalMs: number; shards: number; maxDeliver: number; stepdown?: (stream: string, consumer: string) => Promise<string> };
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
   // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
