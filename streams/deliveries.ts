@@ -47,6 +47,11 @@ export const DeliveryHeader = {
   EventSeq: 'hookstream-event-seq',
   /** The ordering key of a delivery on a per-key subject (issue 21), in plain. */
   OrderingKey: 'hookstream-ordering-key',
+  /**
+   * On a keyed delivery: once the router's floor is at this EVENTS sequence, every earlier event of its
+   * tenant is handled (src/router/tenant-progress.ts). Without it, the event's sequence - 1.
+   */
+  OrderedAfter: 'hookstream-ordered-after',
 } as const;
 
 /** FNV-1a: a stable, fast spread of endpoint ids over shards. */

@@ -175,3 +175,51 @@ test('with the router\'s late marks, a key is read only up to its delivery unles
   t.deepEqual(released, [1, 2, 3, 5, 6]);
   t.true(reads.some((from) => from > six), `read past event 6's delivery: ${JSON.stringify(reads)} (6 at ${six})`);
 });
+
+test("a delivery stamped with its tenant's barrier waits for the router's floor at it, not for another tenant's earlier events", async (t) => {
+  const { nc, jsm, js } = await natsWithEvents(t);
+  await jsm.streams.add({ name: STREAM, subjects: ['deliveries.gate.>'], retention: RetentionPolicy.Workqueue });
+  await jsm.consumers.add(STREAM, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.gate.>' });
+  // Events 1 and 3 are another tenant's; 2 and 4 this tenant's, on one key. Event 4's delivery was stamped
+  // once event 2 was handled: it needs the floor at 2 only. Key2's delivery of event 4 carries no stamp.
+  for (let n = 1; n <= 4; n++) await js.publish(`events.${n % 2 ? 'tenant_a' : 'tenant_b'}.user.updated`, '{}');
+  const deliver = async (subject: string, event: number, after?: number) => {
+    const hd = natsHeaders();
+    hd.set(DeliveryHeader.EventSeq, String(event));
+    if (after !== undefined) hd.set(DeliveryHeader.OrderedAfter, String(after));
+    await js.publish(subject, JSON.stringify({ event }), { headers: hd });
+  };
+  await deliver(KEY, 2, 1);
+  await deliver(KEY, 4, 2);
+  await deliver(OTHER, 4);
+
+  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
+  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20, heads });
+  const recentAcks = createRecentAcks();
+  const inFlight = new Set<InFlight>();
+  const gate = createKeyGate({ heads, stream: STREAM, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
+  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
+  const released: number[] = [];
+  const consumer = await js.consumers.get(STREAM, 'gate');
+  for await (const jm of await consumer.fetch({ max_messages: 3, expires: 2000 })) {
+    admit({ gate, inFlight, recentAcks, released }, jm);
+    if (inFlight.size === 3) break;
+  }
+
+  // The router handles events 1 and 2; event 3 (the other tenant's) stays unhandled.
+  const router = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
+  const got: JsMsg[] = [];
+  for await (const m of await router.fetch({ max_messages: 3, expires: 2000 })) { got.push(m); if (got.length === 3) break; }
+  await got[0]!.ackAck();
+  await got[1]!.ackAck();
+  await eventually(() => (released.length >= 2 ? true : undefined), 5000, 'key1\'s events 2 and 4');
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  // Key2's delivery of event 4 cannot go with the floor at 2: the 4 released is key1's, stamped.
+  t.deepEqual(released, [2, 4], 'the stamped delivery went with the floor at 2');
+  t.is(gate.parked(), 1, 'the unstamped delivery waits for event 3');
+
+  await got[2]!.ackAck();
+  await eventually(() => (released.length >= 3 ? true : undefined), 5000, 'key2\'s event 4');
+  t.deepEqual(released, [2, 4, 4]);
+  t.is(gate.parked(), 0);
+});

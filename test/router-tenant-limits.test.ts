@@ -1,6 +1,8 @@
 // The router enforces a tenant's `events_per_second` and `queued_deliveries` by its share: the tenant's
 // events over a limit wait, in order, and are routed as it allows; another tenant's events are routed at
-// once meanwhile, and nothing of the limited tenant is lost. Real service, NATS, Postgres and receivers.
+// once meanwhile, its ordered ones too (they wait for their own tenant's earlier events only, not for the
+// router's progress over every tenant's), and nothing of the limited tenant is lost. Real service, NATS,
+// Postgres and receivers.
 import test from 'ava';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { eventually } from './helpers/service.ts';
@@ -11,6 +13,8 @@ import type { Received } from './helpers/receiver.ts';
 let h: TestService;
 
 const PACED = 'tenant_paced' as TenantId;
+const SLOW = 'tenant_slow' as TenantId;
+const ORDERED = 'tenant_ordered' as TenantId;
 const QUEUED = 'tenant_queued' as TenantId;
 const OTHER = 'tenant_other' as TenantId;
 
@@ -21,6 +25,7 @@ test.before(async () => {
   const limits = createTenantLimitsStore(h.service.orm!);
   await limits.set(PACED, { eventsPerSecond: 10 }, 'test');
   await limits.set(QUEUED, { queuedDeliveries: 10 }, 'test');
+  await limits.set(SLOW, { eventsPerSecond: 5 }, 'test');
 });
 test.after.always(() => h?.closeAll());
 
@@ -76,4 +81,30 @@ test.serial("a tenant at its queued deliveries waits until its queue drains; ano
   answering = true;
   await eventually(() => (distinct(queued.received) === EVENTS + 1 ? true : undefined), 90_000, 'every queued event delivered');
   t.pass();
+});
+
+test.serial("another tenant's ordered deliveries do not wait for a tenant's events the router holds back", async (t) => {
+  const slow = await h.receiver();
+  const ordered = await h.receiver();
+  await endpointOf(SLOW, slow, -1);
+  await h.store.create(ORDERED, { url: ordered.url, events: ['user.*'], ordering: 'key' });
+  await h.publish(ORDERED, 'user.updated', { userId: 'user_warm', n: -1 });
+  await ordered.waitFor(1, 30_000);
+
+  // 100 events at 5 a second: unacked in EVENTS for about 20 s, before the ordered tenant's events (which
+  // waited for the router's progress over every tenant's events before).
+  const EVENTS = 100;
+  for (let n = 0; n < EVENTS; n++) await h.publish(SLOW, 'user.updated', { userId: `user_${n}`, n });
+  // Five keys at once, and one key's events one after another (each routed before the next is published).
+  for (let n = 0; n < 5; n++) await h.publish(ORDERED, 'user.updated', { userId: `user_k${n}`, n: 10 + n });
+  for (let n = 0; n < 5; n++) {
+    await h.publish(ORDERED, 'user.updated', { userId: 'user_1', n });
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  await ordered.waitFor(11, 60_000);
+  const slowMeanwhile = distinct(slow.received) - 1;
+  t.log(`when the ordered tenant's 10 events had arrived, the held tenant's had ${slowMeanwhile} of ${EVENTS}`);
+  t.deepEqual(ordered.received.map(nOf).filter((n) => n >= 0 && n < 10), [0, 1, 2, 3, 4], 'one key in order');
+  t.true(slowMeanwhile < EVENTS / 2, 'the ordered deliveries did not wait for the held tenant\'s events');
+  await eventually(() => (distinct(slow.received) === EVENTS + 1 ? true : undefined), 90_000, 'every held event delivered');
 });

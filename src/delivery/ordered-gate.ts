@@ -5,8 +5,9 @@
 //
 // Storage order is not event order (a fan-out NATS failed part-way is published again seconds later, two
 // routers race, the router's cover catch-up comes late), so two things are read before a delivery of
-// event S goes: the router's floor (router-floor.ts) at S-1 or more, by which every delivery of an earlier
-// event is stored; then the key's stored deliveries, each with its event sequence: to the end of its
+// event S goes: the router's floor (router-floor.ts) at the delivery's barrier or more (S-1, or what the
+// router stamped: src/router/tenant-progress.ts), by which every delivery of an earlier event of its tenant
+// is stored; then the key's stored deliveries, each with its event sequence: to the end of its
 // subject when the router may have stored one of an earlier event after it (a late mark after it, or none
 // known: src/router/late-marks.ts), otherwise up to it. What was read is kept per key (stream sequences
 // only grow), so a key's backlog is read once, not per delivery.
@@ -47,6 +48,11 @@ interface Parked {
   tracked: InFlight;
   /** Its event's EVENTS sequence; 0 without the header (then storage order decides). */
   event: number;
+  /**
+   * Its barrier: once the router's floor is at it, every earlier event of its tenant is handled (the
+   * router's `hookstream-ordered-after`, src/router/tenant-progress.ts); without one, `event - 1`.
+   */
+  after: number;
 }
 
 interface Key {
@@ -78,6 +84,11 @@ const eventOf = (t: InFlight): number => {
   const v = Number(t.msg.headers?.get(DeliveryHeader.EventSeq));
   return Number.isSafeInteger(v) && v > 0 ? v : 0;
 };
+const afterOf = (t: InFlight, event: number): number => {
+  const raw = t.msg.headers?.get(DeliveryHeader.OrderedAfter);
+  const v = raw ? Number(raw) : NaN;
+  return Number.isSafeInteger(v) && v >= 0 && v < event ? v : event - 1;
+};
 
 export function createKeyGate(deps: {
   /** Reads a key's stored deliveries from the stream. */
@@ -104,28 +115,31 @@ export function createKeyGate(deps: {
 
   /**
    * Reads the key's deliveries stored since the last read, to the end, or with `upTo` to that sequence
-   * when no delivery of an event up to `upTo.covers` can be stored after it; returns the sequences read.
+   * when no delivery of an event up to `covers` can be stored after it; returns the sequences read.
+   * After it, every delivery of the key of an event up to `covers` is in `stored` (or gone).
    */
-  async function readNewer(subject: string, k: Key, upTo?: { seq: number; covers: number }): Promise<Set<number>> {
-    // To the end: the floor read before it (every delivery of an event up to it is stored by then). Up to a
-    // delivery: the marks prove no delivery of an event up to `covers` is stored after it.
-    const barrier = upTo?.covers ?? floor.known();
+  async function readNewer(subject: string, k: Key, covers: number, upTo?: number): Promise<Set<number>> {
     const read = new Set<number>();
-    while (upTo === undefined || k.readFrom <= upTo.seq) {
+    while (upTo === undefined || k.readFrom <= upTo) {
       const m = await heads.next(stream, subject, k.readFrom);
       if (m === null) break;
       k.stored.set(m.seq, m.eventSeq ?? 0);
       read.add(m.seq);
       k.readFrom = m.seq + 1;
     }
-    k.complete = Math.max(k.complete, barrier);
+    k.complete = Math.max(k.complete, covers);
     return read;
   }
 
   /**
    * `head` when no delivery of the key with an earlier event (or the same event, stored earlier) is still
    * stored, but those this process got a 2xx for; `gone` when `p` itself is no longer stored (erased,
-   * issue 22: it must not be sent). The router's floor is at `p.event - 1` or more.
+   * issue 22: it must not be sent). The router's floor is at `p.after` or more.
+   *
+   * Every delivery of the key of an event up to `p.after` is stored by then (the floor), and those of its
+   * tenant's events after it were stored before `p` itself (the router stamped `p.after` once they were
+   * handled): so reading the key up to `p` finds them all, unless one of an event up to `p.after` may be
+   * stored after `p` (src/router/late-marks.ts), when the key is read to the end.
    */
   async function headOf(subject: string, k: Key, p: Parked): Promise<Head> {
     const seq = p.tracked.msg.seq;
@@ -134,9 +148,11 @@ export function createKeyGate(deps: {
     // Asked even when nothing is read: the first ask has the floor reader read this stream's marks from
     // its next reading on, before a later delivery needs them.
     const mark = floor.lateMark(stream);
-    const unmarked = mark !== undefined && mark.seq > 0 && mark.seq < seq && mark.floor >= p.event - 1;
+    const unmarked = k.complete >= p.after || (mark !== undefined && mark.seq > 0 && mark.seq < seq && mark.floor >= p.after);
     const read = k.complete >= p.event - 1 ? new Set<number>()
-      : await readNewer(subject, k, unmarked ? { seq, covers: p.event - 1 } : undefined);
+      : unmarked ? await readNewer(subject, k, p.event - 1, seq)
+      // To the end: the floor read before it (every delivery of an event up to it is stored by then).
+        : await readNewer(subject, k, Math.max(floor.known(), p.event - 1));
     if (!read.has(seq) && !k.stored.has(seq)) {
       // Stored after the last read, of an event no earlier one waits for: only it is read.
       if (!await stillStored(seq)) return 'gone';
@@ -198,8 +214,8 @@ export function createKeyGate(deps: {
       later(subject, k);
       return;
     }
-    // The barrier: not before the router has handled every earlier event (their deliveries are stored then).
-    const min = lowest.event - 1;
+    // The barrier: not before the router has handled every earlier event of the tenant (their deliveries are stored then).
+    const min = lowest.after;
     if (floor.known() < min) {
       if (k.floorWait === undefined || min < k.floorWait) {
         k.floorWait = min;
@@ -263,7 +279,8 @@ export function createKeyGate(deps: {
         parkedBytes += sizeOf(tracked) - sizeOf(k.parked[same]!.tracked);
         k.parked[same]!.tracked = tracked;
       } else {
-        const p = { tracked, event: eventOf(tracked) };
+        const event = eventOf(tracked);
+        const p = { tracked, event, after: afterOf(tracked, event) };
         const at = k.parked.findIndex((q) => before(p.event, seq, q.event, q.tracked.msg.seq));
         k.parked.splice(at < 0 ? k.parked.length : at, 0, p);
         parkedCount++;

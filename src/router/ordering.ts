@@ -27,14 +27,17 @@ export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type
 }
 
 /**
- * The subject of one delivery, with its headers; a keyed one gets the key header, and `full` when its
- * endpoint is at its queue bound (src/router/keyed-bound.ts): refused as JetStream refuses a full subject.
+ * The subject of one delivery, with its headers; a keyed one gets the key header and its barrier (`after`,
+ * src/router/tenant-progress.ts), and `full` when its endpoint is at its queue bound
+ * (src/router/keyed-bound.ts): refused as JetStream refuses a full subject.
  */
 export function deliverySubject(
   endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: MsgHdrs, bound: KeyedQueueBound,
+  after: () => number,
 ): { subject: string; h: MsgHdrs; full?: PublishRejectedError } {
   if (ordering === undefined || endpoint.ordering !== Ordering.Key) return { subject: deliveryAddress(endpoint.id, shards).subject, h };
   h.set(DeliveryHeader.OrderingKey, ordering.key);
+  h.set(DeliveryHeader.OrderedAfter, String(after()));
   const full = bound.full(endpoint.id) ? new PublishRejectedError('the ordered endpoint\'s queue is full', QUEUE_FULL_CODE) : undefined;
   return { subject: keyedSubject(endpoint.id, shards, ordering.token), h, ...(full ? { full } : {}) };
 }

@@ -38,6 +38,7 @@ import { createKeyedQueueBound } from './keyed-bound.ts';
 import { createLateMarks } from './late-marks.ts';
 import { createFairPublishes } from './fair-publishes.ts';
 import { createTenantBacklog } from './tenant-backlog.ts';
+import { createTenantProgress } from './tenant-progress.ts';
 import { createTenantShare, type OverLimit } from './tenant-share.ts';
 import { LIMIT_NAMES, type TenantLimits } from '../tenants/limits.ts';
 
@@ -113,6 +114,8 @@ export async function startRouter(deps: {
   const fair = createFairPublishes(publisher, { window: PUBLISH_WINDOW, perTenant: TENANT_PUBLISH_WINDOW });
   const backlog = createTenantBacklog({ jsm: deps.jsm, shards: deps.shards, tenantOf: (id) => directory.get(id as EndpointId)?.tenant, log });
   const share = createTenantShare({ limits: deps.tenantLimits, backlog });
+  // Issue 29: keyed deliveries wait for their own tenant's earlier events only, not every tenant's.
+  const progress = createTenantProgress();
   let stopping = false;
 
   // Endpoint writes acked before an event was published must reach it: a sync that started after the
@@ -179,13 +182,14 @@ export async function startRouter(deps: {
     await tryFanOut(m, known?.stored);
   };
 
+  /** The tenant as the subject names it (events.<tenant>.<event>); a malformed one is rejected when routed. */
+  const tenantOf = (m: JsMsg): string => m.subject.split('.', 3)[1] ?? '';
   // Every event leaves with a verdict: acked (routed), rejected (stored in REJECTED, terminated), or
   // handed back with nak(delay) when the failure was not its fault.
   const route = (m: JsMsg): void => {
     metrics.eventsReceived.inc();
     verdicts.arrived(m.seq);
-    // The tenant as the subject names it (events.<tenant>.<event>); a malformed one is rejected when routed.
-    const tenant = m.subject.split('.', 3)[1] ?? '';
+    const tenant = tenantOf(m);
     const queue = held.get(tenant);
     if (queue) {
       hold(tenant, queue, m);
@@ -272,6 +276,7 @@ export async function startRouter(deps: {
     if (!parsed.ok) return reject(m, parsed.reason, parsed.detail);
     const keyed = eventOrdering(m.headers, parsed.tenant, parsed.type, parsed.data);
     if (!keyed.ok) return reject(m, RejectionReason.InvalidOrderingKey, keyed.detail);
+    progress.keyed(parsed.tenant, m.seq, keyed.ordering?.token ?? null);
     const seen = directory.lastSeq();
     const key = (e: EndpointState) => `${e.id}@${e.version}`;
     const targets = targetsOf(parsed.tenant, parsed.type).filter((e) => !stored?.has(key(e)));
@@ -298,6 +303,9 @@ export async function startRouter(deps: {
     // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
     // `late`: a catch-up, stored after whatever was routed meanwhile.
     const publishTo = async (list: EndpointState[], restored?: ReadonlySet<string>, late = false): Promise<void> => {
+      // Stamped once per publish round: every earlier event of the tenant past it is handled by now.
+      let after: number | undefined;
+      const barrier = () => (after ??= progress.barrier(parsed.tenant, m.seq, keyed.ordering!.token));
       const prepared = list.map((endpoint) => {
         const h = natsHeaders();
         h.set(DeliveryHeader.WebhookId, webhookId);
@@ -311,7 +319,7 @@ export async function startRouter(deps: {
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
-        return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound);
+        return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
       });
       // Each store is told to the marks as it is answered, in the order JetStream stored them.
       const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, body!, h).then((at) => {
@@ -384,6 +392,8 @@ export async function startRouter(deps: {
   // moved the sync off the path altogether: cover.ts.)
   const loop = (async () => {
     for await (const m of messages) {
+      // Before anything can hand it back: an event handed back stays unfinished for its tenant's barrier.
+      progress.received(m, tenantOf(m));
       try {
         // A directory that knows it is behind (its consumer said more was pending) is caught up first,
         // so it does not route from a view it knows is old; otherwise the covering sync follows routing.
