@@ -96,6 +96,51 @@ test.serial('a flood of refused restores spends only its tenant\'s writes, leave
   t.true(await consumers() <= before, 'no consumer left behind on ENDPOINTS');
 });
 
+test.serial("the portal answers as /v1 does: 422 at the endpoints quota, 429 with retry-after over the writes a second", async (t) => {
+  const api = h.service.api!.url;
+  const portalOf = async (tenant: string) => {
+    const { key } = await createApiKey(h.service.orm!.em.fork(), tenant as TenantId);
+    const link = await (await fetch(`${api}/v1/portal/sessions`, { method: 'POST', headers: { authorization: `Bearer ${key}` } })).json() as { url: string };
+    const start = await fetch(link.url, { redirect: 'manual' });
+    const cookie = start.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('hs_portal='))!;
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await (await fetch(`${api}/portal`, { headers: { cookie } })).text())![1]!;
+    return (path: string, fields: Record<string, string>) => fetch(`${api}${path}`, {
+      method: 'POST', redirect: 'manual', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf, ...fields }).toString(),
+    });
+  };
+  // tenant_small is at its 3 endpoints (the first test).
+  const small = await portalOf('tenant_small');
+  const full = await small('/portal/endpoints', { url: 'https://hooks.example.com/portal', events: 'user.*' });
+  t.is(full.status, 422);
+  t.regex(await full.text(), /this tenant has its 3 endpoints/);
+
+  const flood = await portalOf('tenant_flood');
+  // Its writes a second may still be spent by the test before: as soon as it is let.
+  const floodApi = await client(t, 'tenant_flood');
+  let created = await floodApi.post('/v1/webhooks', body(20));
+  while (created.status === 429) {
+    await new Promise((r) => setTimeout(r, 1000));
+    created = await floodApi.post('/v1/webhooks', body(20));
+  }
+  t.is(created.status, 201, created.text);
+  const id = created.body.id as string;
+  const statuses: number[] = [];
+  for (let i = 0; i < 10 && !statuses.includes(429); i++) {
+    const res = await flood(`/portal/endpoints/${id}`, { url: `https://hooks.example.com/p${i}`, events: 'user.*' });
+    statuses.push(res.status);
+    if (res.status === 429) {
+      t.regex(res.headers.get('retry-after') ?? '', /^\d+$/);
+      t.regex(await res.text(), /endpoint writes a second/);
+    }
+  }
+  t.true(statuses.includes(429), statuses.join(','));
+  // Restore and delete are refused the same way, not answered 500.
+  let res = await flood(`/portal/endpoints/${id}/delete`, {});
+  while (res.status === 200) res = await flood(`/portal/endpoints/${id}/restore`, {});
+  t.true(res.status === 429 || res.status === 409, String(res.status));
+});
+
 test.serial('bad keys from one address, and a good key over its rate, are refused with 429 before any lookup; a good key from another address works', async (t) => {
   // An API of its own whose database lookups are counted: what answers 429 did not look anything up.
   let lookups = 0;

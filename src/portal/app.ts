@@ -108,6 +108,12 @@ export function createPortal(deps: PortalDeps): Middleware {
   const problem = (e: unknown): Notice | undefined => (isHookstreamError(e) && (e.code === ErrorCode.ValidationFailed || e.code === ErrorCode.Conflict || e.code === ErrorCode.QuotaExceeded)
     ? { kind: 'error', text: e.message, details: e.details.map((d) => `${d.field}: ${d.message}`) }
     : undefined);
+  /** The status of a refused form, as /v1 answers: 429 with Retry-After for a rate (writes a second), else 422. */
+  const refusal = (ctx: Ctx, e: unknown): number => {
+    if (!isHookstreamError(e, ErrorCode.QuotaExceeded) || e.retryAfterSeconds === undefined) return 422;
+    ctx.set('Retry-After', String(e.retryAfterSeconds));
+    return 429;
+  };
 
   router.get('/portal/start', async (ctx) => {
     const token = typeof ctx.query['token'] === 'string' ? ctx.query['token'] : '';
@@ -142,7 +148,7 @@ export function createPortal(deps: PortalDeps): Middleware {
     } catch (e) {
       const n = problem(e);
       if (!n) throw e;
-      send(ctx, endpointsPage(csrf(ctx), await list(ctx), n, fields), 422);
+      send(ctx, endpointsPage(csrf(ctx), await list(ctx), n, fields), refusal(ctx, e));
     }
   });
 
@@ -165,7 +171,7 @@ export function createPortal(deps: PortalDeps): Middleware {
       const n = problem(e);
       const row = n && await getEndpoint(orm.em.fork(), session(ctx).tenant, id);
       if (!n || !row) throw e;
-      send(ctx, endpointPage(csrf(ctx), endpointOut(row), n), 422);
+      send(ctx, endpointPage(csrf(ctx), endpointOut(row), n), refusal(ctx, e));
     }
   });
 
@@ -182,16 +188,18 @@ export function createPortal(deps: PortalDeps): Middleware {
     if (!(await postedForm(ctx))) return;
     const id = pathId(ctx);
     let n: Notice;
+    let status = 200;
     try {
       await deps.testEvents.send(session(ctx).tenant, id);
       n = { kind: 'ok', text: 'Test event sent: your receiver gets a signed webhook.test delivery (retried like any other).' };
     } catch (e) {
       n = problem(e);
       if (!n) throw e;
+      status = refusal(ctx, e);
     }
     const row = await getEndpoint(orm.em.fork(), session(ctx).tenant, id);
     if (!row) throw notFound('endpoint');
-    send(ctx, endpointPage(csrf(ctx), endpointOut(row), n), n.kind === 'ok' ? 200 : 422);
+    send(ctx, endpointPage(csrf(ctx), endpointOut(row), n), status);
   });
 
   router.post('/portal/endpoints/:id/rotate-secret', async (ctx) => {
@@ -248,6 +256,9 @@ export function createPortal(deps: PortalDeps): Middleware {
       if (ctx.body === undefined && ctx.status === 404) send(ctx, messagePage('Not found', 'There is no such page or endpoint.'), 404);
     } catch (e) {
       if (isHookstreamError(e) && e.code === ErrorCode.NotFound) return send(ctx, messagePage('Not found', 'There is no such page or endpoint.'), 404);
+      // A quota (delete, restore, rotate-secret over the writes a second) or a conflict: refused, not failed.
+      if (isHookstreamError(e, ErrorCode.QuotaExceeded)) return send(ctx, messagePage('Refused', e.message), refusal(ctx, e));
+      if (isHookstreamError(e, ErrorCode.Conflict)) return send(ctx, messagePage('Refused', e.message), 409);
       const status = (e as { status?: unknown }).status;
       if (typeof status === 'number' && status >= 400 && status < 500) return send(ctx, messagePage('Refused', describe(e)), status);
       log.error('portal request failed', { path: ctx.path, reason: describe(e) });
