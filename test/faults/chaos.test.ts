@@ -2,7 +2,7 @@
 // again, nats-server is restarted (also while the service is starting) or frozen (SIGSTOP 5-15 s), Postgres is
 // restarted, and every core is kept busy for a while. At the end every delivery has arrived, no hookstream
 // process exited on its own, and SIGTERM stops each instance. Prints the seed, the duplicate rate and the
-// longest pause in deliveries. One nats-server, and a 3-node cluster.
+// longest pause in deliveries. One nats-server, and a 3-node cluster (which also fails when a node logs a stream reset).
 //
 //   HOOKSTREAM_CHAOS_SEED=…      replays a run (the seed is printed)
 //   HOOKSTREAM_CHAOS_SECONDS=180 the length of the faults (default 60)
@@ -10,7 +10,9 @@
 //   npx ava --config ava-faults.config.js --timeout=20m test/faults/chaos.test.ts
 import test, { type ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { startNatsServer } from '../helpers/nats-server.ts';
@@ -164,8 +166,30 @@ async function whereTheyWait(nc: NatsConnection): Promise<string> {
   return out.join('\n');
 }
 
+/** A cluster node's log and monitoring port, read at the end. */
+interface NodeLog { name: string; logPath: string; httpPort: number }
+
+/** Each node's view of the hookstream streams (/jsz): messages and sequences, and its consumers' counts. */
+async function jszCounts(nodes: readonly NodeLog[]): Promise<string> {
+  const out: string[] = [];
+  for (const n of nodes) {
+    type Detail = { name: string; state: { messages: number; first_seq: number; last_seq: number }; consumer_detail?: { name: string; num_pending: number; num_ack_pending: number }[] };
+    const jsz = await fetch(`http://127.0.0.1:${n.httpPort}/jsz?accounts=true&streams=true&consumers=true`, { signal: AbortSignal.timeout(5000) })
+      .then((r) => r.json() as Promise<{ account_details?: { stream_detail?: Detail[] }[] }>).catch((e: unknown) => String(e));
+    if (typeof jsz === 'string') { out.push(`${n.name}: /jsz failed: ${jsz}`); continue; }
+    for (const s of (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? [])) {
+      if (!/^(EVENTS|DELIVERIES)/.test(s.name)) continue;
+      const busy = (s.consumer_detail ?? []).filter((c) => c.num_pending + c.num_ack_pending > 0).map((c) => `${c.name} pending ${c.num_pending} ack pending ${c.num_ack_pending}`);
+      out.push(`${n.name} ${s.name}: ${s.state.messages} messages (seq ${s.state.first_seq}-${s.state.last_seq})${busy.length ? `; ${busy.join(', ')}` : ''}`);
+    }
+  }
+  return out.join('\n');
+}
+
 interface Setup {
   nodes: NatsNode[];
+  /** The cluster's nodes: their logs are kept and searched for stream resets, their /jsz printed on failure. */
+  nodeLogs?: NodeLog[];
   natsUrl: string;
   extraEnv: Record<string, string>;
   admin(): Promise<NatsConnection>;
@@ -224,6 +248,21 @@ async function chaos(t: ExecutionContext, label: string, setup: Setup): Promise<
     log(`delivered ${counts.size} of ${expected}, duplicates ${duplicates} (${((duplicates / expected) * 100).toFixed(2)} %), longest pause in deliveries ${longestPause} ms, done ${Math.round((Date.now() - began) / 1000)} s after the first event`);
     await ep.close();
 
+    // A replicated stream reset by its server (nats-server below 2.11 then lost deliveries) fails the run
+    // even when every delivery came through. The logs are kept for a look.
+    const resets: string[] = [];
+    if (setup.nodeLogs) {
+      const kept = mkdtempSync(join(tmpdir(), `hookstream-chaos-${SEED}-`));
+      for (const n of setup.nodeLogs) {
+        if (!existsSync(n.logPath)) continue;
+        copyFileSync(n.logPath, join(kept, `${n.name}.log`));
+        resets.push(...readFileSync(n.logPath, 'utf8').split('\n').filter((l) => l.includes('Resetting stream cluster state')).map((l) => `${n.name}: ${l}`));
+      }
+      log(`node logs kept in ${kept}; ${resets.length} stream resets`);
+      if (resets.length > 0 || counts.size < expected) log(await jszCounts(setup.nodeLogs));
+    }
+    t.deepEqual(resets, [], 'no node reset a stream\'s cluster state');
+
     const died = w.processes.filter((p) => !p.killedByTest && p.served.exited);
     t.deepEqual(died.map((p) => p.served.output.slice(-3000)), [], 'no hookstream process exited on its own');
     if (counts.size < expected) {
@@ -278,6 +317,7 @@ clusterTest('chaos on a 3-node cluster', async (t) => {
   const cluster = await startNatsCluster();
   await chaos(t, 'cluster', {
     nodes: cluster.nodes,
+    nodeLogs: cluster.nodes,
     natsUrl: cluster.url,
     extraEnv: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3' },
     admin: () => connectNats({ url: cluster.url, user: 'service', password: CLUSTER_PASSWORDS.service, name: 'chaos-admin' }),
