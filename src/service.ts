@@ -78,6 +78,8 @@ export interface StartOptions {
   opsServer?: OpsServer;
   /** Told what start-up is doing as it goes, so that a failure names what it waits for (src/supervisor/start-up.ts). */
   step?: (name: string) => void;
+  /** Aborted when start-up gave up on this attempt (a step that never ended): its connections are closed. */
+  signal?: AbortSignal;
 }
 
 let announcedVersion: string | undefined;
@@ -95,6 +97,10 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
   stops.push(() => nc.drain());
   logConnectionChanges(nc, log);
   let orm: Database | undefined;
+  // Whatever the attempt awaits then fails, and it undoes what it started as for any failure.
+  const abandon = () => { void nc.close().catch(() => {}); if (orm) void orm.close(true).catch(() => {}); };
+  if (opts.signal?.aborted) abandon();
+  else opts.signal?.addEventListener('abort', abandon, { once: true });
   // What a stop or a failed start-up leaves past its deadline: closed without waiting for NATS or Postgres.
   // Quiet when start-up failed: start-up logs what it waits for, once.
   const stopAll = async (quiet = false) => {

@@ -67,7 +67,7 @@ export const serve: Command = {
       const ops = await startOpsServer(startingOps, { host: given.opsHost, port: given.opsPort, log: log.child({ role: 'ops' }) });
       opsServer = ops;
       const config = local.config;
-      service = await startUntilUp((step) => startService(config, log, { metrics, opsServer: ops, step }), {
+      service = await startUntilUp((step, signal) => startService(config, log, { metrics, opsServer: ops, step, signal }), {
         log, retries: metrics.startupRetries,
         onWaiting: (w) => {
           waiting = w;
