@@ -35,6 +35,7 @@ import { consumerStepdown } from './nats/stepdown.ts';
 import { startAdmin } from './admin/server.ts';
 import { subjectHasherOf } from './erasure/subject-hash.ts';
 import { createErasureIndexWriter } from './erasure/index-writer.ts';
+import { createDataKeys } from './erasure/data-keys.ts';
 import { createServiceOps, startOpsServer, type Ops, type OpsServer } from './ops/index.ts';
 import { atMost, runStops } from './supervisor/stops.ts';
 import { createRoleSupervisor } from './supervisor/roles.ts';
@@ -216,6 +217,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const leaders = roles.has('delivery') || roles.has('router') ? watchConsumerLeaders(nc, { log, metrics }) : undefined;
     if (leaders) stops.push(async () => leaders.stop());
 
+    // Crypto-shredding (src/erasure/data-keys.ts): the router seals delivery bodies, the delivery, dead-letter
+    // and admin roles open them; only the router creates keys.
+    const dataKeys = keys.masterKey && (roles.has('router') || roles.has('delivery') || roles.has('deadletter') || roles.has('admin'))
+      ? createDataKeys({ nc, jsm, js: roles.has('router') ? js : undefined, masterKey: keys.masterKey, previousMasterKey: keys.previousMasterKey })
+      : undefined;
+    if (dataKeys) stops.push(async () => dataKeys.close());
+
     // Operational events (issue 10: ops.<tenant>.<type>), published by the dead-letter and delivery roles.
     const opsEvents = createOpsEvents({ js, log: log.child({ role: 'ops-events' }), metrics });
 
@@ -223,7 +231,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const publicKey = keys.deadLetterPublicKey!;
       const db = orm;
       const handler = await supervisor.supervise('deadletter', () => startDeadLetterHandler({
-        js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash },
+        js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash }, bodies: dataKeys,
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1, stepdown: consumerStepdown(nc) },
       }));
@@ -253,7 +261,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       stops.push(() => health.stop());
       const delivery = await startDelivery({
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
-        attemptLog: attemptRecorder,
+        attemptLog: attemptRecorder, bodies: dataKeys,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
           maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas },
         log: log.child({ role: 'delivery' }), metrics,
@@ -268,6 +276,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
         ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),
+        bodies: dataKeys,
       }), (started) => { router = started; });
       stops.push(() => r.stop());
     }
@@ -304,7 +313,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
         previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds, subjectHasher,
-        endpointStore: endpoints?.store,
+        endpointStore: endpoints?.store, bodies: dataKeys,
         log: log.child({ role: 'admin' }), metrics,
       });
       stops.push(() => admin.stop());

@@ -13,6 +13,7 @@ import { ensureRoutedStream } from './routed.ts';
 import { ensureEndpointSnapshotsStream } from './endpoint-snapshots.ts';
 import { ensureErasureIndexStream } from './erasure-index.ts';
 import { ensureAttemptLogStream } from './attempt-log.ts';
+import { ensureDataKeysStream } from './data-keys.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -52,6 +53,7 @@ export async function ensureStreams(
       await ensureEndpointSnapshotsStream(jsm, o);
       await ensureErasureIndexStream(jsm, o);
       await ensureAttemptLogStream(jsm, o);
+      await ensureDataKeysStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

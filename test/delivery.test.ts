@@ -95,7 +95,12 @@ test('after max_retries the delivery is dead: exactly one sealed record that ope
   const sealed = row['sealed'] as Buffer;
   t.false(sealed.toString('utf8').includes('user_7'), 'the record is sealed, not plaintext');
   const original = parseOriginalMessage(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed)));
-  t.deepEqual(JSON.parse(Buffer.from(original.body_base64, 'base64').toString('utf8')), { type: 'user.banned', data: { userId: 'user_7', reason: 'spam' } });
+  // The body as it was queued: sealed under the user's data key (src/erasure/data-keys.ts).
+  const { createDataKeys } = await import('../src/erasure/data-keys.ts');
+  const bodies = createDataKeys({ nc: h.service.nc, jsm: h.service.jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => bodies.close());
+  const body = await bodies.open(Buffer.from(original.body_base64, 'base64'));
+  t.deepEqual(JSON.parse(Buffer.from(body).toString('utf8')), { type: 'user.banned', data: { userId: 'user_7', reason: 'spam' } });
   t.deepEqual(original.headers['webhook-id'], [String(r.received[0]!.headers['webhook-id'])]);
   // The message is gone from its work queue.
   const { deliveryAddress } = await import('../streams/deliveries.ts');

@@ -1,9 +1,10 @@
 // What erasure leaves on disk, checked as an auditor would: the nats-server store files are read byte by
 // byte for each erased event's unique marker. Events of one user are delivered to one endpoint, dead-
-// lettered at another and queued for a disabled third; after `erase` no copy is left in EVENTS, REJECTED,
-// ATTEMPTS, ERASURE_INDEX or a queued delivery (secure erase overwrites them) and none is in Postgres in
-// plain text. The copies of deliveries acknowledged before the erasure stay in their work queue's blocks
-// until nats-server rewrites or removes the block (docs/erasure-and-retention.md): counted and logged here.
+// lettered at another and queued for a disabled third; delivery bodies are sealed under the user's data key
+// (src/erasure/data-keys.ts), so no queue ever holds the marker in plain text, and after `erase` the key is
+// gone from the store files too: a sealed copy kept from before (as an acknowledged delivery's bytes stay
+// in its queue's block) no longer opens. EVENTS, REJECTED, ATTEMPTS, ERASURE_INDEX and queued deliveries
+// are overwritten by secure erase; Postgres holds no plain text.
 import test from 'ava';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -11,6 +12,9 @@ import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
+import { createDataKeys, DataKeyErasedError, isSealedBody } from '../src/erasure/data-keys.ts';
+import { DATA_KEYS_STREAM } from '../streams/data-keys.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
 
 let h: TestService;
 let admin: AdminClient;
@@ -22,7 +26,7 @@ test.before(async () => {
 test.after.always(() => h?.closeAll());
 
 /** Occurrences of `marker` per store file (path relative to the store directory). */
-function onDisk(marker: string): Map<string, number> {
+function onDisk(marker: string | Uint8Array): Map<string, number> {
   const out = new Map<string, number>();
   const needle = Buffer.from(marker);
   for (const f of readdirSync(h.nats.storeDir, { recursive: true, encoding: 'utf8' })) {
@@ -38,7 +42,7 @@ function onDisk(marker: string): Map<string, number> {
 
 const streamOf = (file: string) => /streams\/([^/]+)\//.exec(file)?.[1] ?? file;
 
-test('after erase no copy of the payload is left on disk but in acknowledged deliveries\' work-queue blocks', async (t) => {
+test('after erase no copy of the payload is left on disk in plain text, and the sealed copies no longer open', async (t) => {
   const tenant = 'tenant_erase_disk';
   const ok = await h.receiver(() => 204);
   const failing = await h.receiver(() => 500);
@@ -54,7 +58,19 @@ test('after erase no copy of the payload is left on disk but in acknowledged del
   await ok.waitFor(6);
   await eventually(async () => ((await admin.listDeadLetters({ endpoint: dying.endpoint.id })).data.length === 6 ? true : undefined), 30_000, 'six dead letters');
   const before = markers.map(onDisk);
-  t.true(before.every((m) => ['EVENTS', 'DELIVERIES_0', 'DELIVERIES_1'].some((s) => [...m.keys()].some((f) => streamOf(f) === s))), 'on disk before');
+  t.true(before.every((m) => [...m.keys()].some((f) => streamOf(f) === 'EVENTS')), 'on disk before, as published');
+  t.false(before.some((m) => [...m.keys()].some((f) => /^DELIVERIES_/.test(streamOf(f)))), 'never in plain text in a delivery queue');
+  // A sealed copy as an auditor could carve it out of a block: the disabled endpoint's queued delivery.
+  const { jsm, nc } = h.service;
+  const held_ = deliveryAddress(heldId, h.config.deliveryShards);
+  const queued = await jsm.streams.getMessage(held_.stream, { next_by_subj: held_.subject, seq: 1 } as never);
+  t.true(isSealedBody(queued!.data));
+  const keys = createDataKeys({ nc, jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => keys.close());
+  t.true(Buffer.from(await keys.open(queued!.data)).toString().includes(markers[0]!), 'it opens before the erasure');
+  const [ref] = await keys.refsOf(tenant, [{ kind: 'user', id: 'user_disk' }]);
+  const wrapped = (await jsm.streams.getMessage(DATA_KEYS_STREAM, { last_by_subj: `data_keys.${tenant}.${ref}` }))!.data;
+  t.true(onDisk(wrapped).size > 0, "the user's key is in DATA_KEYS' store file");
 
   const r = await admin.eraseSubject({ tenant, user: 'user_disk' });
   t.like(r.stores, { dead_letters: { erased: 5 }, rejected: { erased: 1 } });
@@ -63,9 +79,14 @@ test('after erase no copy of the payload is left on disk but in acknowledged del
     for (const [file, n] of onDisk(marker)) left.set(streamOf(file), (left.get(streamOf(file)) ?? 0) + n);
   }
   t.log(`copies left after erase: ${JSON.stringify(Object.fromEntries(left))} (${process.env['NATS_SERVER_BIN'] ?? 'nats-server'})`);
-  t.deepEqual([...left.keys()].filter((s) => !/^DELIVERIES_\d+$/.test(s)), [], 'none outside the delivery work queues');
-  t.true((left.size === 0 ? 0 : [...left.values()].reduce((a, b) => a + b)) <= 2 * markers.length,
-    'at most the copies delivered to `ok` and dead at `failing` (acknowledged or removed before the erasure)');
+  t.deepEqual(Object.fromEntries(left), {}, 'no plain-text copy in any store file');
+  t.is(r.stores.data_keys.destroyed, 1);
+  t.deepEqual(Object.fromEntries(onDisk(wrapped)), {}, "the user's key is overwritten in the store file");
+  // The sealed copy kept from before does not open, in this process or any other.
+  await t.throwsAsync(async () => keys.open(queued!.data), { instanceOf: DataKeyErasedError }, 'a process that held the key forgot it');
+  const fresh = createDataKeys({ nc, jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => fresh.close());
+  await t.throwsAsync(async () => fresh.open(queued!.data), { instanceOf: DataKeyErasedError });
   // Postgres: only the other user's dead letter is left (sealed), and nothing holds the payload in plain text.
   const em = h.service.orm!.em.fork();
   t.is((await em.execute('select id from dead_letters where tenant = ?', [tenant])).length, 1);

@@ -115,7 +115,8 @@ test.serial('the workers run as `service`, the admin role as `admin`; a publishe
   t.is(all[before]!.headers['webhook-id'], letter!.webhook_id);
   // Erasure (issue 22) as the admin user: single-message deletes of EVENTS and ERASURE_INDEX, the dead letter's row.
   const erased = await admin.eraseSubject({ tenant, user: 'user_q' });
-  t.like(erased.stores, { events: { erased: 1 }, dead_letters: { erased: 1 }, index: { entries: 1, erased: 1 } });
+  // With the user's data key (DATA_KEYS), which the admin user may delete and tell every process to forget.
+  t.like(erased.stores, { data_keys: { destroyed: 1 }, events: { erased: 1 }, dead_letters: { erased: 1 }, index: { entries: 1, erased: 1 } });
   t.is((await admin.listDeadLetters({ endpoint: endpoint.id })).data.length, 0);
 });
 
@@ -150,6 +151,7 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
   const writes = [
     'events.tenant_perm.user.deleted', 'endpoints.webhook_forged', 'endpoint_states.webhook_forged', 'attempts.webhook_x.msg_x', 'rejected.tenant_perm',
     'ops.tenant_perm.endpoint.disabled', 'endpoint_health.webhook_x', 'rate_limit.1.webhook_x', 'routed.1', 'admin.dead_letters.list',
+    'data_keys.tenant_perm.tenant',
   ];
   for (const subject of writes) t.is((await refused(nc.request(subject, '{}', { timeout: 5000 })))?.operation, 'publish', subject);
   for (const subject of ['deliveries.>', 'attempts.>', 'events.>', 'ops.>', '_INBOX.>', '$JS.EVENT.>', '>']) {
@@ -161,7 +163,7 @@ test.serial('the admin user cannot change or remove a stream, a consumer or a me
   t.is(routerAfter.ack_floor.stream_seq, routerBefore.ack_floor.stream_seq, 'the router\'s consumer is intact');
   // What the admin role needs still works on this connection: JetStream itself answers its deletes in the
   // stores erasure clears (here: no such message, or no such stream beyond this server's two shards).
-  for (const name of ['EVENTS', 'REJECTED', 'ATTEMPTS', 'ERASURE_INDEX', 'DELIVERIES_0', `DELIVERIES_${MAX_DELIVERY_SHARDS - 1}`]) {
+  for (const name of ['EVENTS', 'REJECTED', 'ATTEMPTS', 'ERASURE_INDEX', 'DATA_KEYS', 'DELIVERIES_0', `DELIVERIES_${MAX_DELIVERY_SHARDS - 1}`]) {
     const answer = await nc.request(`$JS.API.STREAM.MSG.DELETE.${name}`, '{"seq":999999999}', { timeout: 5000 });
     t.is(answer.json<{ type: string }>().type, 'io.nats.jetstream.api.v1.stream_msg_delete_response', name);
   }

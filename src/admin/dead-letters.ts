@@ -33,10 +33,17 @@ import {
 } from './protocol.ts';
 import type { Page } from './requests.ts';
 import { Attr, startPublish, tracing } from '../telemetry/tracing.ts';
+import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 
-/** Opened original message, body parsed (it is the JSON body that was POSTed). */
-function messageOut(original: OriginalMessage): OriginalMessageOut {
-  const text = Buffer.from(original.body_base64, 'base64').toString('utf8');
+/** Opened original message, body parsed (it is the JSON body that was POSTed); a sealed body opened first. */
+async function messageOut(original: OriginalMessage, bodies: Pick<DataKeys, 'open'> | undefined): Promise<OriginalMessageOut> {
+  const raw = Buffer.from(original.body_base64, 'base64');
+  const plain = bodies ? await Promise.resolve().then(() => bodies.open(raw)).catch((e: unknown) => {
+    if (isDataKeyErased(e)) return undefined;
+    throw e;
+  }) : raw;
+  if (plain === undefined) return { subject: original.subject, headers: original.headers, body: '(erased: the data key of this body was destroyed)' };
+  const text = Buffer.from(plain).toString('utf8');
   let body: unknown;
   try { body = JSON.parse(text); } catch { body = text; }
   return { subject: original.subject, headers: original.headers, body };
@@ -65,6 +72,8 @@ export function createDeadLetters(deps: {
   shards: number;
   log: Logger;
   metrics: ServiceMetrics;
+  /** Opens sealed bodies for show (a replay publishes the body as it was queued, sealed). */
+  bodies?: Pick<DataKeys, 'open'> | undefined;
 }): DeadLetters {
   const { orm, js, jsm, opener, log, metrics } = deps;
   async function replayLocked(em: EntityManager, id: DeadLetterId, force: boolean): Promise<DeadLetterReplayOut> {
@@ -140,7 +149,7 @@ export function createDeadLetters(deps: {
       const row = await findDeadLetter(orm.em.fork(), id);
       if (!row) throw notFound(`dead letter ${id}`);
       const { message, tag } = opener.open(row);
-      return { dead_letter: deadLetterOut(row), message: messageOut(message), tag };
+      return { dead_letter: deadLetterOut(row), message: await messageOut(message, deps.bodies), tag };
     },
 
     replay,

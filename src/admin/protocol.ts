@@ -149,6 +149,11 @@ export interface SubjectErasureOut {
   /** EVENTS' last sequence when erasure started: events after it are not touched. */
   events_up_to_seq: number;
   stores: {
+    /**
+     * The subject's keys in DATA_KEYS, destroyed first and again at the end: every delivery body sealed
+     * under them (acknowledged copies, replicas, dead letters) can no longer be opened. 0 when none existed.
+     */
+    data_keys: { destroyed: number };
     /** Routed events' copies in EVENTS (7 days, plaintext). */
     events: { erased: number };
     /** Events the router had not routed yet (the tail of EVENTS past its ack floor). */
@@ -179,7 +184,7 @@ export interface SubjectErasureOut {
 export function erasureSummary(r: SubjectErasureOut): string {
   const s = r.stores;
   return [
-    `events ${s.events.erased + s.unrouted_events.erased}`, `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
+    `data keys ${s.data_keys.destroyed}`, `events ${s.events.erased + s.unrouted_events.erased}`, `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
     `attempts ${s.attempts.erased}`, `dead letters ${s.dead_letters.erased}`, `replays ${s.replays.erased}`, `rejected ${s.rejected.erased}`, `index entries ${s.index.erased}`,
     ...(r.routing_caught_up ? [] : ['routing had not caught up: run again']),
   ].join(', ');

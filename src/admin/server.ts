@@ -23,6 +23,7 @@ import {
   type DeadLetterReplayOut, type DeadLettersReplayManyOut, type EndpointRetryNowOut, type SubjectErasureOut, erasureSummary,
 } from './protocol.ts';
 import { createErasure } from '../erasure/erase.ts';
+import type { DataKeys } from '../erasure/data-keys.ts';
 import { SUBJECT_KINDS, type SubjectHasher } from '../erasure/subject-hash.ts';
 import { AUDIT_OK, AuditAction, listAudit, recordAudit, UNNAMED_OPERATOR } from '../audit/store.ts';
 import { isOperatorName, OPERATOR_NAME_RULE } from '../operators/store.ts';
@@ -112,6 +113,8 @@ export async function startAdmin(deps: {
   subjectHasher: SubjectHasher;
   /** Endpoint commands for operators' actions (issue 31); absent where the admin role may not write them. */
   endpointStore?: EndpointCommands | undefined;
+  /** Delivery bodies' data keys: opened to show a dead letter, destroyed by erasure (src/erasure/data-keys.ts). */
+  bodies?: DataKeys | undefined;
   log: Logger;
   metrics: ServiceMetrics;
 }): Promise<Admin> {
@@ -123,7 +126,9 @@ export async function startAdmin(deps: {
   const overview = createOverview(deps);
   const deliveryLog = createDeliveryLog(deps);
   const endpointActions = createEndpointActions({ js: deps.js, jsm: deps.jsm, orm: deps.orm, store: deps.endpointStore });
-  const erasure = createErasure({ jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log });
+  const erasure = createErasure({
+    jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log, shredding: deps.bodies && { keys: deps.bodies, nc },
+  });
 
   const handlers: Record<string, Handler> = {
     [AdminSubject.DeadLettersList]: (b) => { const q = parseListRequest(b); return deadLetters.list(q.filter, q.page); },

@@ -19,6 +19,7 @@ import { startBackstop, type Death } from './backstop.ts';
 import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
+import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 import type { OpsEvents } from '../ops/events.ts';
 import { Attr, traceDeadLetter, traceIdOf, tracing } from '../telemetry/tracing.ts';
 
@@ -54,6 +55,8 @@ export async function startDeadLetterHandler(deps: {
   opsEvents?: OpsEvents;
   /** The backstop (issue 17): how often it looks for dead deliveries whose advisory was lost; 0 turns it off. */
   backstop?: { intervalMs: number; shards: number; maxDeliver: number; stepdown?: (stream: string, consumer: string) => Promise<string> };
+  /** Opens sealed delivery bodies (src/erasure/data-keys.ts) to hash their subjects; the dead letter keeps the body sealed. */
+  bodies?: Pick<DataKeys, 'open'> | undefined;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
   // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
@@ -75,6 +78,16 @@ export async function startDeadLetterHandler(deps: {
       // the stream instead of reading the error text.
       const still = await jsm.streams.getMessage(stream, { seq }).catch(() => undefined);
       if (still === null) return;
+      throw e;
+    }
+  }
+
+  /** A delivery body in plain (undefined: its data key was erased). */
+  async function opened(body: Uint8Array): Promise<Uint8Array | undefined> {
+    try {
+      return deps.bodies ? await deps.bodies.open(body) : body;
+    } catch (e) {
+      if (isDataKeyErased(e)) return undefined;
       throw e;
     }
   }
@@ -110,6 +123,13 @@ export async function startDeadLetterHandler(deps: {
     const webhookId = original.header.get(DeliveryHeader.WebhookId);
     const event = original.header.get(DeliveryHeader.Event);
     const tenant = original.header.get(DeliveryHeader.Tenant);
+    // A sealed body whose data subject was erased is not kept: removed, as the delivery role drops it.
+    const plain = await opened(original.data);
+    if (!plain) {
+      await remove(death.stream, death.seq);
+      log.info('dead delivery dropped: its data subject was erased', { endpoint, webhook_id: webhookId });
+      return true;
+    }
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
     const message = captureMessage(original.subject, original.header, original.data);
     const attempts = failure?.attempt ?? death.deliveries;
@@ -120,7 +140,7 @@ export async function startDeadLetterHandler(deps: {
       failedAt: failure?.at ?? death.at, sourceStream: death.stream, sourceSeq: death.seq,
       sealed: deps.sealer.seal(message), tag: deps.sealer.tag({ endpointId: endpoint, tenant, webhookId, eventType: event }, message),
       subjectHashes: deps.sealer.subjects
-        ? subjectsOf(deliveryData(original.data), original.header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
+        ? subjectsOf(deliveryData(plain), original.header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
       traceId,
     });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.

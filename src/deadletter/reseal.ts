@@ -19,6 +19,7 @@ import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { deliveryData, subjectsOf, type SubjectHasher } from '../erasure/subject-hash.ts';
 import { countDeadLetters, replaceSealed, rowIdentity, sealedPage, type DeadLetterId, type SealedDeadLetterRow } from './store.ts';
 import type { DeadLetterTagger } from './tag.ts';
+import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 
 export interface DeadLetterResealResult {
   /** Rows sealed again to the current public key, or tagged or their subjects hashed again under the current master key. */
@@ -44,6 +45,8 @@ export async function resealDeadLetters(deps: {
   hasher: Pick<SubjectHasher, 'hash'>;
   /** Delivery shards: where a row's endpoint's delivery subject is (the check of an untagged row). */
   shards: number;
+  /** Opens a sealed delivery body (src/erasure/data-keys.ts) to read its subjects; absent: bodies are read as stored. */
+  bodies?: Pick<DataKeys, 'open'>;
   log: Logger;
   batchSize?: number;
   onProgress?: (done: number, total: number) => void;
@@ -93,11 +96,13 @@ export async function resealDeadLetters(deps: {
         let hashes: string[];
         try {
           const message = parseOriginalMessage(opened.bytes);
-          hashes = subjectsOf(deliveryData(Buffer.from(message.body_base64, 'base64')), originalHeader(message, DeliveryHeader.OrderingKey))
+          const raw = Buffer.from(message.body_base64, 'base64');
+          hashes = subjectsOf(deliveryData(deps.bodies ? await deps.bodies.open(raw) : raw), originalHeader(message, DeliveryHeader.OrderingKey))
             .map(deps.hasher.hash);
         } catch (e) {
-          fail(row.id, describe(e));
-          continue;
+          // Its subject was erased: the body opens no more, and its hashes stay as they are.
+          if (isDataKeyErased(e)) hashes = row.subject_hashes ?? [];
+          else { fail(row.id, describe(e)); continue; }
         }
         const rehash = !sameSet(hashes, row.subject_hashes ?? undefined);
         if (!opened.previous && !retag && !rehash) { result.current++; continue; }

@@ -28,6 +28,9 @@ import type { RecentAcks } from './recent-acks.ts';
 import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
 import type { Span } from '@opentelemetry/api';
+import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
+
+export type BodyOpener = Pick<DataKeys, 'open'>;
 
 export interface Sender {
   send(req: { url: string; pool?: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
@@ -103,6 +106,8 @@ export function createAttempts(deps: {
   metrics: ServiceMetrics;
   /** Every attempt's entry in the operators' delivery log (src/deliverylog/recorder.ts). */
   attemptLog?: AttemptLogRecorder;
+  /** Opens a sealed body just before it is signed; absent: bodies are sent as stored. */
+  bodies?: BodyOpener | undefined;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -198,7 +203,18 @@ export function createAttempts(deps: {
     // Wall time where a time is written down (signatures, records); the monotonic clock for durations.
     const startedAt = Date.now();
     const started = performance.now();
-    const body = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    let plain: Uint8Array;
+    try {
+      plain = deps.bodies ? await deps.bodies.open(m.data) : m.data;
+    } catch (e) {
+      if (!isDataKeyErased(e)) throw e;
+      // Its subject was erased (the key that sealed it is destroyed): dropped unsent, never dead-lettered.
+      log.info('delivery dropped: its data subject was erased', { endpoint: endpointId, webhook_id: webhookId, seq: m.seq });
+      deps.attemptLog?.record({ tenant: state.tenant, endpoint: endpointId, webhook_id: webhookId, event, attempt: n, at: startedAt,
+        duration_ms: 0, status: null, outcome: 'dropped', error: 'dropped: its data subject was erased' });
+      return void m.ack();
+    }
+    const body = Buffer.from(plain.buffer, plain.byteOffset, plain.byteLength);
     const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, startedAt), body, now: startedAt });
     // Not signed, so off by default (HOOKSTREAM_FORWARD_TRACEPARENT); tracestate and baggage never go out.
     if (span && tracing.forwardTraceparent) headers['traceparent'] = traceparentOf(span);

@@ -21,7 +21,7 @@ import type { ServiceMetrics } from '../metrics.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import { createPullFeeds } from '../nats/pull-feed.ts';
-import { createAttempts, type SecretOpener, type Sender } from './attempt.ts';
+import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from './attempt.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import { startSweep, type InFlight } from './in-flight.ts';
@@ -78,6 +78,8 @@ export async function startDelivery(deps: {
   leaders?: ConsumerLeaders;
   /** The operators' delivery log (src/deliverylog/recorder.ts). */
   attemptLog?: AttemptLogRecorder;
+  /** Opens sealed delivery bodies (src/erasure/data-keys.ts); absent: bodies are sent as stored. */
+  bodies?: BodyOpener;
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -94,7 +96,7 @@ export async function startDelivery(deps: {
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
-    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks, attemptLog: deps.attemptLog,
+    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies,
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({

@@ -35,7 +35,9 @@ const PROJECTION_WAIT_MS = 10_000;
 import type { Logger } from '../log.ts';
 import { describe } from '../errors.ts';
 import { eraseAttempts } from '../deliverylog/retention.ts';
-import { carries, deliveryData, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
+import { carries, deliveryData, lookups, SubjectKind, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
+import { destroyDataKeys, type DataKeys } from './data-keys.ts';
+import type { NatsConnection } from '@nats-io/nats-core';
 
 /** Deletes in flight at once. */
 const PARALLEL = 32;
@@ -51,7 +53,11 @@ async function each<T>(items: readonly T[], fn: (item: T) => Promise<void>): Pro
   await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
 }
 
-export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hasher: SubjectHasher; opener: DeadLetterOpener; log: Logger }): Erasure {
+export function createErasure(deps: {
+  jsm: JetStreamManager; orm: MikroORM; hasher: SubjectHasher; opener: DeadLetterOpener; log: Logger;
+  /** The data keys to destroy, and where to tell every process to forget them; absent: no body is sealed (benches). */
+  shredding?: { keys: Pick<DataKeys, 'refsOf'>; nc: NatsConnection } | undefined;
+}): Erasure {
   const { jsm, log } = deps;
 
   /**
@@ -90,11 +96,22 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
       const out: SubjectErasureOut = {
         tenant, subject, events_up_to_seq: boundary, routing_caught_up: true,
         stores: {
-          events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
+          data_keys: { destroyed: 0 }, events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
           attempts: { erased: 0 }, dead_letters: { erased: 0 }, replays: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0, unapplied_scanned: 0 },
         },
       };
       const s = out.stores;
+
+      // 0. The subject's data keys first: from now on no copy of a body sealed under them opens, wherever it
+      //    is (an acknowledged delivery's bytes in its queue's block, a replica, a dead letter), and an
+      //    attempt that starts now drops its delivery. Again at the end: a key a router made meanwhile for
+      //    an event routed during the erasure goes too.
+      const shred = async () => {
+        if (!deps.shredding) return;
+        const refs = await deps.shredding.keys.refsOf(tenant, lookups(subject).filter((l) => l.kind !== SubjectKind.Key));
+        if (refs.length > 0) s.data_keys.destroyed += await destroyDataKeys({ jsm, nc: deps.shredding.nc }, tenant, refs);
+      };
+      await shred();
 
       // 1. Not yet routed: the tenant's events past the router's ack floor. An event that does not parse
       //    (it will be rejected) is erased when its body holds the id as a JSON string.
@@ -184,8 +201,10 @@ export function createErasure(deps: { jsm: JetStreamManager; orm: MikroORM; hash
         if (Number.isSafeInteger(eventsSeq) && eventsSeq > 0 && await erase(EVENTS_STREAM, eventsSeq)) s.events.erased++;
       }
 
+      await shred();
+
       log.info('subject erased', {
-        tenant, kind: subject.kind, events: s.events.erased + s.unrouted_events.erased, deliveries: s.deliveries.erased,
+        tenant, kind: subject.kind, data_keys: s.data_keys.destroyed, events: s.events.erased + s.unrouted_events.erased, deliveries: s.deliveries.erased,
         dead_letters: s.dead_letters.erased, replays: s.replays.erased, rejected: s.rejected.erased, index_entries: s.index.entries,
         routing_caught_up: out.routing_caught_up, ms: Math.round(performance.now() - started),
       });

@@ -14,6 +14,7 @@ import { parseEvent } from '../domain/event-data.ts';
 import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
 import { indexPage, replaceIndexRow, type KeyedIndexRow } from './index-store.ts';
 import { deliveryData, subjectsOf, type SubjectHasher } from './subject-hash.ts';
+import { isDataKeyErased, type DataKeys } from './data-keys.ts';
 
 export interface IndexRehashResult {
   /** Rows replaced by their hashes under the current key. */
@@ -26,6 +27,8 @@ export interface IndexRehashResult {
 
 export async function rehashErasureIndex(deps: {
   orm: MikroORM; jsm: JetStreamManager; hasher: Pick<SubjectHasher, 'hash'>; batchSize?: number;
+  /** Opens a sealed delivery body (data-keys.ts); absent: bodies are read as stored. */
+  bodies?: Pick<DataKeys, 'open'>;
   onProgress?: (done: number) => void;
 }): Promise<IndexRehashResult> {
   const { jsm } = deps;
@@ -46,7 +49,12 @@ export async function rehashErasureIndex(deps: {
     for (const [stream, seq] of row.deliveries) {
       const d = await get(stream, seq);
       if (d && header(d, DeliveryHeader.WebhookId) === row.webhook_id) {
-        return subjectsOf(deliveryData(d.data), header(d, DeliveryHeader.OrderingKey)).map(deps.hasher.hash);
+        // A body whose key was erased holds nothing to find any more.
+        const body = await Promise.resolve().then(() => (deps.bodies ? deps.bodies.open(d.data) : d.data)).catch((e: unknown) => {
+          if (isDataKeyErased(e)) return undefined;
+          throw e;
+        });
+        return body && subjectsOf(deliveryData(body), header(d, DeliveryHeader.OrderingKey)).map(deps.hasher.hash);
       }
     }
     return undefined;

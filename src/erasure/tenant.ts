@@ -23,12 +23,16 @@ import { messagesOf } from './by-subject.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import { eraseTenantAttempts } from '../deliverylog/retention.ts';
+import { destroyDataKeys } from './data-keys.ts';
+import type { NatsConnection } from '@nats-io/nats-core';
 
 export interface TenantErasureOut {
   tenant: string;
   endpoints: number;
   /** Messages (or rows) removed per store. */
   stores: {
+    /** The tenant's key and its subjects' keys (DATA_KEYS): no delivery body of the tenant opens any more. */
+    data_keys: number;
     endpoint_events: number;
     endpoint_snapshots: number;
     endpoint_health: number;
@@ -47,7 +51,7 @@ export interface TenantErasureOut {
 }
 
 export async function eraseTenant(deps: {
-  jsm: JetStreamManager; em: EntityManager; store: EndpointStore; shards: number;
+  jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: EndpointStore; shards: number;
   /** Resolves once the projection has applied its stream up to `seq` (the directories follow ENDPOINTS alike). */
   waitForProjection: (name: Projection, seq: number) => Promise<void>;
 }, tenant: TenantId): Promise<TenantErasureOut> {
@@ -76,7 +80,7 @@ export async function eraseTenant(deps: {
   const out: TenantErasureOut = {
     tenant, endpoints: rows.length,
     stores: {
-      endpoint_events: 0, endpoint_snapshots: 0, endpoint_health: 0, deliveries: 0, attempts: 0, events: 0, rejected: 0,
+      data_keys: 0, endpoint_events: 0, endpoint_snapshots: 0, endpoint_health: 0, deliveries: 0, attempts: 0, events: 0, rejected: 0,
       erasure_index: 0, ops_events: 0, dead_letters: 0, api_keys: 0, idempotency_keys: 0, portal_sessions: 0, endpoint_rows: 0,
     },
   };
@@ -90,6 +94,9 @@ export async function eraseTenant(deps: {
     if (done) lastDelete = Math.max(lastDelete, done.seq);
   }
   if (lastDelete > 0) await deps.waitForProjection(Projection.Endpoints, lastDelete);
+  // Nothing is routed to the tenant any more: its keys go, and with them every copy of its delivery
+  // bodies anywhere (acknowledged deliveries' bytes, replicas, dead letters, backups of the queues).
+  s.data_keys = await destroyDataKeys(deps, tenant, 'all');
   for (const { id } of rows) {
     const address = deliveryAddress(id, deps.shards);
     await removeConsumer(address.stream, id);

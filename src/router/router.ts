@@ -34,6 +34,7 @@ import { createDroppedDeliveries } from './dropped.ts';
 import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { deliverySubject, eventOrdering } from './ordering.ts';
 import type { ErasureIndexWriter } from '../erasure/index-writer.ts';
+import type { DataKeys } from '../erasure/data-keys.ts';
 import { createKeyedQueueBound } from './keyed-bound.ts';
 import { createLateMarks } from './late-marks.ts';
 import { createFairPublishes } from './fair-publishes.ts';
@@ -105,6 +106,8 @@ export async function startRouter(deps: {
   attemptLog?: AttemptLogRecorder;
   /** Each tenant's limits (src/tenants/limits.ts); the defaults without it (a process with no database). */
   tenantLimits?: { current(tenant: TenantId): TenantLimits };
+  /** Seals each delivery body under its event's data key (crypto-shredding, src/erasure/data-keys.ts); absent: plain bodies. */
+  bodies?: Pick<DataKeys, 'seal'>;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -293,12 +296,12 @@ export async function startRouter(deps: {
     const marked: Promise<void>[] = [...new Set([...stored ?? []].map((k) => deliveryAddress(k.slice(0, k.lastIndexOf('@')), deps.shards).stream))]
       .map((stream) => marks.mark(stream));
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
-    let body: Uint8Array | string | undefined;
-    const bodyOrReject = (): Uint8Array | string | undefined => {
+    let body: Uint8Array | string | Promise<Uint8Array> | undefined;
+    const bodyOrReject = (): typeof body => {
       if (body !== undefined) return body;
       const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
       if (!encoded.ok) { void reject(m, encoded.reason, encoded.detail); return undefined; }
-      return (body = encoded.body);
+      return (body = deps.bodies ? deps.bodies.seal(parsed.tenant, parsed.data, encoded.body) : encoded.body);
     };
     // Every header is built before the first publish, so an exception cannot leave a fan-out half sent.
     // `late`: a catch-up, stored after whatever was routed meanwhile.
@@ -306,6 +309,8 @@ export async function startRouter(deps: {
       // Stamped once per publish round: every earlier event of the tenant past it is handled by now.
       let after: number | undefined;
       const barrier = () => (after ??= progress.barrier(parsed.tenant, m.seq, keyed.ordering!.token));
+      // Sealed at once when its keys are in memory; else after them, still in event order (data-keys.ts).
+      const payload = body instanceof Promise ? await body : body!;
       const prepared = list.map((endpoint) => {
         const h = natsHeaders();
         h.set(DeliveryHeader.WebhookId, webhookId);
@@ -322,7 +327,7 @@ export async function startRouter(deps: {
         return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
       });
       // Each store is told to the marks as it is answered, in the order JetStream stored them.
-      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, body!, h).then((at) => {
+      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, payload, h).then((at) => {
         const mark = marks.stored(at, m.seq, late);
         if (mark) marked.push(mark);
         return at;

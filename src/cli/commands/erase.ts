@@ -14,14 +14,14 @@ import { waitForCheckpoint } from '../../../projections/wait.ts';
 
 async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
   const by = cliOperator();
-  const r = await withNats(async ({ config, log, js, jsm }) => {
+  const r = await withNats(async ({ config, log, nc, js, jsm }) => {
     const keys = await loadKeys(config, cliLogger(config), { master: true, deadLetterPublic: false, deadLetterSecret: false });
     const { store } = createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log });
     const orm = await openDatabase(config.databaseUrl, log, { poolSize: 1 });
     try {
       const em = orm.em.fork();
       const result = await eraseTenant({
-        jsm, em, store, shards: config.deliveryShards, waitForProjection: (name, seq) => waitForCheckpoint(orm, name, seq),
+        nc, jsm, em, store, shards: config.deliveryShards, waitForProjection: (name, seq) => waitForCheckpoint(orm, name, seq),
       }, tenant);
       const counts = Object.entries(result.stores).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
       await recordAudit(em, { operator: by, action: AuditAction.EraseTenant, target: tenant, outcome: AUDIT_OK, detail: `${result.endpoints} endpoints; ${counts || 'nothing stored'}` });

@@ -16,6 +16,7 @@ import { table, UsageError, type Command, type Output } from '../command.ts';
 import { cliLogger, withNats } from '../context.ts';
 import { rehashErasureIndex, type IndexRehashResult } from '../../erasure/rehash.ts';
 import { subjectHasherOf } from '../../erasure/subject-hash.ts';
+import { createDataKeys, resealDataKeys } from '../../erasure/data-keys.ts';
 
 export const keysGenerate: Command = {
   name: 'keys generate',
@@ -61,6 +62,10 @@ function report(out: Output, what: string, counts: Counts, index?: IndexRehashRe
   if (counts.failed.length > 0) throw new HookstreamError(ErrorCode.Internal, `${counts.failed.length} ${what} not resealed (listed above)`);
 }
 
+const dataKeysLine = (r: { resealed: number; current: number; unopened: number }) =>
+  `data keys: ${r.resealed} resealed, ${r.current} already under the current key`
+  + (r.unopened > 0 ? `, ${r.unopened} open under neither key (left as they are: check the keys before retiring the previous one)` : '');
+
 export const keysResealSecrets: Command = {
   name: 'keys reseal-secrets',
   summary: 'Seal every endpoint signing secret again under the current master key (master-key rotation)',
@@ -69,6 +74,8 @@ export const keysResealSecrets: Command = {
     `${KeyVariable.Master} (bound to the endpoint), appends an endpoint.secrets_resealed event with the same`,
     `secrets sealed under it. Values under ${PreviousKeyVariable.Master} and values in the format from`,
     'before endpoint binding are both moved. The secrets themselves do not change; tenants notice nothing.',
+    'The keys delivery bodies are sealed under (DATA_KEYS) are sealed again too, each old copy deleted with',
+    'secure erase.',
     '',
     'Safe while the service runs and safe to repeat: a second run reports 0 resealed. An endpoint changed',
     'concurrently is read again and retried. Prints counts and endpoint ids, never a secret; exits 1 when an',
@@ -85,10 +92,11 @@ export const keysResealSecrets: Command = {
       out.info(`${PreviousKeyVariable.Master} is not set: only values in the old unbound format are moved`);
     }
     const sealer = new SecretSealer(keys.masterKey!, keys.previousMasterKey);
-    const result = await withNats(({ js, jsm }) => resealEndpointSecrets({
+    const [result, dataKeys] = await withNats(async ({ js, jsm }) => [await resealEndpointSecrets({
       js, jsm, sealer, log, onProgress: (done, total) => out.progress(done, total, 'endpoints'),
-    }));
+    }), await resealDataKeys({ js, jsm, masterKey: keys.masterKey!, previousMasterKey: keys.previousMasterKey })] as const);
     report(out, 'endpoints', result);
+    out.info(dataKeysLine(dataKeys));
   },
 };
 
@@ -125,7 +133,7 @@ export const keysResealDeadLetters: Command = {
     if (batchRaw !== undefined && (typeof batchRaw !== 'string' || !/^\d+$/.test(batchRaw) || Number(batchRaw) < 1 || Number(batchRaw) > 1000)) {
       throw new UsageError('--batch must be a whole number from 1 to 1000');
     }
-    await withNats(async ({ config, jsm }) => {
+    await withNats(async ({ config, nc, js, jsm }) => {
       const log = cliLogger(config);
       // The public key is checked against the secret key only when it is given; otherwise it is derived.
       const keys = await rotationKeys(config, log, {
@@ -138,16 +146,21 @@ export const keysResealDeadLetters: Command = {
       const keyring = createDeadLetterKeyring(keys.deadLetterSecretKey!, keys.previousDeadLetterSecretKey);
       const hasher = subjectHasherOf(keys.masterKey!);
       const orm = await openDatabase(config.databaseUrl, log, { poolSize: 2 });
+      // Dead letters and queued deliveries keep their bodies sealed under data keys: opened to hash their subjects.
+      const bodies = createDataKeys({ nc, jsm, masterKey: keys.masterKey!, previousMasterKey: keys.previousMasterKey });
       try {
+        const dataKeys = await resealDataKeys({ js, jsm, masterKey: keys.masterKey!, previousMasterKey: keys.previousMasterKey });
+        out.info(dataKeysLine(dataKeys));
         const result = await resealDeadLetters({
-          orm, keyring, seal: (bytes) => sealForDeadLetters(publicKey, bytes), log, hasher,
+          orm, keyring, seal: (bytes) => sealForDeadLetters(publicKey, bytes), log, hasher, bodies,
           tagger: deadLetterTaggerOf(keys.masterKey!, keys.previousMasterKey), shards: config.deliveryShards,
           batchSize: batchRaw === undefined ? undefined : Number(batchRaw),
           onProgress: (done, total) => out.progress(done, total, 'dead letters'),
         });
-        const index = await rehashErasureIndex({ orm, jsm, hasher });
+        const index = await rehashErasureIndex({ orm, jsm, hasher, bodies });
         report(out, 'dead letters', result, index);
       } finally {
+        bodies.close();
         await closeDatabase(orm);
       }
     });
