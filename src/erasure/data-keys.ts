@@ -44,8 +44,7 @@ export const isDataKeyErased = (e: unknown): e is DataKeyErasedError => e instan
 /** Whether a delivery body is sealed (else it is the plain JSON of a delivery routed before sealing). */
 export const isSealedBody = (body: Uint8Array): boolean => body.length > 0 && body[0] === MARK;
 
-/** The subject kinds a data key is kept for: the ids erasure by user or organization destroys. */
-const SUBJECT_FIELDS = [['user', 'userId'], ['organization', 'organizationId']] as const;
+/** Longer ids are not ids (subject-hash.ts): such an event is sealed under its tenant's key alone. */
 const MAX_ID_LENGTH = 256;
 
 export interface DataKeys {
@@ -95,7 +94,10 @@ function remember<V>(map: Map<string, V>, key: string, value: V): V {
   return value;
 }
 
-const hex = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
+interface Sealing {
+  head: Uint8Array;
+  key: Uint8Array;
+}
 
 export function createDataKeys(deps: {
   nc: NatsConnection; jsm: JetStreamManager;
@@ -111,8 +113,10 @@ export function createDataKeys(deps: {
   const refKeys = new Map<string, Buffer>();
   /** `tenant\0kind\0id` → ref. */
   const refs = new Map<string, string>();
-  /** `tenant\0ref,ref` → the data key derived from them. */
-  const derived = new Map<string, Uint8Array>();
+  /** What the router seals under, by `tenant\0userId\0organizationId`: the body's head and its data key. */
+  const sealings = new Map<string, Sealing>();
+  /** What the delivery role opens with, by a sealed body's head (latin1): its data key. */
+  const openings = new Map<string, Uint8Array>();
   const nonces = Buffer.alloc(NONCE_BYTES * 1024);
   let nonceAt = nonces.length;
 
@@ -142,55 +146,35 @@ export function createDataKeys(deps: {
     }
   }
 
-  /** The key of `subject` from memory, or a promise of it (created when absent and this process creates keys). */
-  function keyOf(subject: string, create_: boolean): Uint8Array | undefined | Promise<Uint8Array | undefined> {
+  /** The key of `subject` from memory, or a promise of it (created when absent and `creating`). */
+  function keyOf(subject: string, creating: boolean): Uint8Array | undefined | Promise<Uint8Array | undefined> {
     const k = keys.get(subject);
     if (k) return k;
     let p = loading.get(subject);
     if (!p) {
       p = read(subject)
-        .then((k) => (k || !create_ ? k : create(subject)))
-        .then((k) => (k ? remember(keys, subject, k) : undefined))
+        .then((found) => (found || !creating ? found : create(subject)))
+        .then((found) => (found ? remember(keys, subject, found) : undefined))
         .finally(() => loading.delete(subject));
       loading.set(subject, p);
     }
     return p;
   }
 
-  function refKeyOf(tenant: string, tenantKey: Uint8Array): Buffer {
-    return refKeys.get(tenant) ?? remember(refKeys, tenant, Buffer.from(hkdfSync('sha256', tenantKey, new Uint8Array(0), REF_LABEL, 32)));
-  }
-
   function refOf(tenant: string, tenantKey: Uint8Array, kind: string, id: string): string {
     const at = `${tenant}\0${kind}\0${id}`;
-    return refs.get(at) ?? remember(refs, at, createHmac('sha256', refKeyOf(tenant, tenantKey)).update(`${kind}\0${id}`).digest('hex').slice(0, 2 * REF_BYTES));
-  }
-
-  const subjectIds = (data: EventData): [string, string][] => {
-    const out: [string, string][] = [];
-    for (const [kind, field] of SUBJECT_FIELDS) {
-      const v = data[field];
-      if (typeof v === 'string' && v !== '' && v.length <= MAX_ID_LENGTH) out.push([kind, v]);
-    }
-    return out;
-  };
-
-  /** The data key of a tenant key and subject keys (in ref order), from memory when derived before. */
-  function dataKey(tenant: string, refList: readonly string[], tenantKey: Uint8Array, subjectKeys: readonly Uint8Array[]): Uint8Array {
-    const at = `${tenant}\0${refList.join(',')}`;
-    const known = derived.get(at);
+    const known = refs.get(at);
     if (known) return known;
-    const ikm = Buffer.concat([tenantKey, ...subjectKeys]);
-    return remember(derived, at, new Uint8Array(hkdfSync('sha256', ikm, new Uint8Array(0), BODY_LABEL, KEY_BYTES)));
+    const refKey = refKeys.get(tenant) ?? remember(refKeys, tenant, Buffer.from(hkdfSync('sha256', tenantKey, new Uint8Array(0), REF_LABEL, 32)));
+    return remember(refs, at, createHmac('sha256', refKey).update(`${kind}\0${id}`).digest('hex').slice(0, 2 * REF_BYTES));
   }
 
-  function nonce(): Uint8Array {
-    if (nonceAt === nonces.length) { randomFillSync(nonces); nonceAt = 0; }
-    nonceAt += NONCE_BYTES;
-    return nonces.subarray(nonceAt - NONCE_BYTES, nonceAt);
-  }
+  /** The data key of a tenant key and subject keys (in the order of their refs in the head). */
+  const dataKey = (tenantKey: Uint8Array, subjectKeys: readonly Uint8Array[]): Uint8Array =>
+    new Uint8Array(hkdfSync('sha256', Buffer.concat([tenantKey, ...subjectKeys]), new Uint8Array(0), BODY_LABEL, KEY_BYTES));
 
-  function encrypt(tenant: string, refList: readonly string[], key: Uint8Array, body: Uint8Array | string): Uint8Array {
+  /** A sealed body's head: mark, version, tenant, the refs of its subjects' keys (authenticated, in clear). */
+  function headOf(tenant: string, refList: readonly string[]): Uint8Array {
     const t = Buffer.from(tenant, 'utf8');
     const head = Buffer.alloc(4 + t.length + refList.length * REF_BYTES);
     head[0] = MARK;
@@ -199,41 +183,47 @@ export function createDataKeys(deps: {
     t.copy(head, 3);
     head[3 + t.length] = refList.length;
     refList.forEach((r, i) => head.write(r, 4 + t.length + i * REF_BYTES, 'hex'));
-    const n = nonce();
-    const box = sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, head, null, n, key);
+    return head;
+  }
+
+  /** An event's sealing from its keys, or a promise of it (keys read, or created, first). */
+  function sealingOf(at: string, tenant: string, ids: readonly [string, string][]): Sealing | undefined | Promise<Sealing | undefined> {
+    const finish = (tenantKey: Uint8Array | undefined) => {
+      if (!tenantKey) return undefined;
+      const refList = ids.map(([kind, id]) => refOf(tenant, tenantKey, kind, id));
+      const got = refList.map((r) => keyOf(dataKeySubject(tenant, r), true));
+      const done = (list: (Uint8Array | undefined)[]): Sealing | undefined => (list.every((k) => k !== undefined)
+        ? remember(sealings, at, { head: headOf(tenant, refList), key: dataKey(tenantKey, list as Uint8Array[]) }) : undefined);
+      return got.some((k) => k instanceof Promise) ? Promise.all(got).then(done) : done(got as (Uint8Array | undefined)[]);
+    };
+    const tk = keyOf(dataKeySubject(tenant, TENANT_KEY_REF), true);
+    return tk instanceof Promise ? tk.then(finish) : finish(tk);
+  }
+
+  function encrypt({ head, key }: Sealing, body: Uint8Array | string): Uint8Array {
+    if (nonceAt === nonces.length) { randomFillSync(nonces); nonceAt = 0; }
+    const nonce = nonces.subarray(nonceAt, nonceAt += NONCE_BYTES);
+    const box = sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, head, null, nonce, key);
     const out = new Uint8Array(head.length + NONCE_BYTES + box.length);
     out.set(head);
-    out.set(n, head.length);
+    out.set(nonce, head.length);
     out.set(box, head.length + NONCE_BYTES);
     return out;
   }
 
-  /** The tenant key and subject keys of an event, or a promise of them. */
-  function keysFor(tenant: string, ids: [string, string][], create_: boolean): { refList: string[]; key: Uint8Array } | undefined | Promise<{ refList: string[]; key: Uint8Array } | undefined> {
-    const finish = (tenantKey: Uint8Array | undefined) => {
-      if (!tenantKey) return undefined;
-      const refList = ids.map(([kind, id]) => refOf(tenant, tenantKey, kind, id));
-      const got = refList.map((r) => keyOf(dataKeySubject(tenant, r), create_));
-      const done = (list: (Uint8Array | undefined)[]) => (list.every((k) => k !== undefined) ? { refList, key: dataKey(tenant, refList, tenantKey, list as Uint8Array[]) } : undefined);
-      return got.some((k) => k instanceof Promise) ? Promise.all(got).then(done) : done(got as (Uint8Array | undefined)[]);
-    };
-    const tk = keyOf(dataKeySubject(tenant, TENANT_KEY_REF), create_);
-    return tk instanceof Promise ? tk.then(finish) : finish(tk);
-  }
+  const idOf = (v: unknown): string => (typeof v === 'string' && v.length <= MAX_ID_LENGTH ? v : '');
 
   let tail: Promise<unknown> | undefined;
   const noop = () => {};
 
   // Erasure tells every process to forget what it destroyed; a process that was away forgets everything.
   const forget = (tenant: string, ref: string) => {
-    if (ref === '') {
-      for (const map of [keys, refKeys, refs, derived] as Map<string, unknown>[]) {
-        for (const k of map.keys()) if (k === tenant || k.startsWith(`${tenant}\0`) || k.startsWith(`data_keys.${tenant}.`)) map.delete(k);
-      }
-    } else {
-      keys.delete(dataKeySubject(tenant, ref));
-      for (const k of derived.keys()) if (k.startsWith(`${tenant}\0`) && k.includes(ref)) derived.delete(k);
-    }
+    sealings.clear();
+    openings.clear();
+    if (ref !== '') return void keys.delete(dataKeySubject(tenant, ref));
+    for (const k of keys.keys()) if (k.startsWith(`data_keys.${tenant}.`)) keys.delete(k);
+    for (const k of refs.keys()) if (k.startsWith(`${tenant}\0`)) refs.delete(k);
+    refKeys.delete(tenant);
   };
   const sub: Subscription = deps.nc.subscribe(`${DATA_KEY_ERASED_PREFIX}.*`, {
     callback: (err, m) => { if (!err) forget(m.subject.slice(DATA_KEY_ERASED_PREFIX.length + 1), m.string()); },
@@ -242,23 +232,29 @@ export function createDataKeys(deps: {
   void (async () => {
     for await (const s of deps.nc.status()) {
       if (closed) return;
-      if (s.type === 'reconnect') for (const map of [keys, refKeys, refs, derived] as Map<string, unknown>[]) map.clear();
+      if (s.type === 'reconnect') for (const map of [keys, refKeys, refs, sealings, openings] as Map<string, unknown>[]) map.clear();
     }
   })().catch(noop);
 
   return {
     seal(tenant, data, body) {
-      const ready = keysFor(tenant, subjectIds(data), true);
-      if (!(ready instanceof Promise) && tail === undefined) {
-        if (!ready) throw new HookstreamError(ErrorCode.Internal, 'no data key');
-        return encrypt(tenant, ready.refList, ready.key, body);
-      }
+      const u = idOf(data['userId']);
+      const o = idOf(data['organizationId']);
+      const at = `${tenant}\0${u}\0${o}`;
+      const known = tail === undefined ? sealings.get(at) : undefined;
+      if (known) return encrypt(known, body);
+      const ids: [string, string][] = [];
+      if (u !== '') ids.push(['user', u]);
+      if (o !== '') ids.push(['organization', o]);
+      const ready = sealingOf(at, tenant, ids);
+      if (!(ready instanceof Promise) && ready && tail === undefined) return encrypt(ready, body);
+      // Bodies come out in the order they were asked for: this one after every one still waiting for keys.
       const before = tail;
       const p = (async () => {
         if (before) await before.catch(noop);
-        const k = await ready;
-        if (!k) throw new HookstreamError(ErrorCode.Unavailable, 'a data key was erased while it was being created; routed again');
-        return encrypt(tenant, k.refList, k.key, body);
+        const sealing = await ready;
+        if (!sealing) throw new HookstreamError(ErrorCode.Unavailable, 'a data key was erased while it was being created; routed again');
+        return encrypt(sealing, body);
       })();
       tail = p;
       p.finally(() => { if (tail === p) tail = undefined; }).catch(noop);
@@ -269,11 +265,9 @@ export function createDataKeys(deps: {
       if (!isSealedBody(body)) return body;
       if (body.length < 4 || body[1] !== VERSION) throw new DataKeyErasedError();
       const tl = body[2]!;
-      const tenant = Buffer.from(body.buffer, body.byteOffset + 3, tl).toString('utf8');
       const n = body[3 + tl]!;
       const headEnd = 4 + tl + n * REF_BYTES;
       if (body.length < headEnd + NONCE_BYTES + 16) throw new DataKeyErasedError();
-      const refList = Array.from({ length: n }, (_, i) => hex(body.subarray(4 + tl + i * REF_BYTES, 4 + tl + (i + 1) * REF_BYTES)));
       const decrypt = (key: Uint8Array): Uint8Array => {
         try {
           return sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(null, body.subarray(headEnd + NONCE_BYTES), body.subarray(0, headEnd), body.subarray(headEnd, headEnd + NONCE_BYTES), key);
@@ -282,15 +276,19 @@ export function createDataKeys(deps: {
           throw new DataKeyErasedError();
         }
       };
-      const known = derived.get(`${tenant}\0${refList.join(',')}`);
+      const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+      const at = bytes.toString('latin1', 0, headEnd);
+      const known = openings.get(at);
       if (known) return decrypt(known);
-      const tk = keyOf(dataKeySubject(tenant, TENANT_KEY_REF), false);
+      const tenant = bytes.toString('utf8', 3, 3 + tl);
+      const refList = Array.from({ length: n }, (_, i) => bytes.toString('hex', 4 + tl + i * REF_BYTES, 4 + tl + (i + 1) * REF_BYTES));
       const withTenant = async (tenantKey: Uint8Array | undefined) => {
         if (!tenantKey) throw new DataKeyErasedError();
         const list = await Promise.all(refList.map((r) => keyOf(dataKeySubject(tenant, r), false)));
         if (list.some((k) => k === undefined)) throw new DataKeyErasedError();
-        return decrypt(dataKey(tenant, refList, tenantKey, list as Uint8Array[]));
+        return decrypt(remember(openings, at, dataKey(tenantKey, list as Uint8Array[])));
       };
+      const tk = keyOf(dataKeySubject(tenant, TENANT_KEY_REF), false);
       return tk instanceof Promise ? tk.then(withTenant) : withTenant(tk);
     },
 
