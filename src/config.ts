@@ -53,6 +53,8 @@ export interface Config {
   allowPrivateTargets: boolean;
   /** HOOKSTREAM_FORWARD_TRACEPARENT: attempts send receivers a `traceparent` (when tracing is on). */
   forwardTraceparent: boolean;
+  /** HOOKSTREAM_SEAL_DELIVERIES: the router seals delivery bodies under data keys (crypto-shredding). */
+  sealDeliveries: boolean;
   /** Each endpoint's lanes in a delivery process: its concurrent attempts there. */
   maxInFlightPerEndpoint: number;
   /** HOOKSTREAM_MAX_QUEUED: deliveries one endpoint's queue holds; the next is refused and recorded. */
@@ -105,6 +107,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
   { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
   { name: 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS', default: '0', meaning: '1 allows http:// and loopback/private targets (development, tests)' },
+  { name: 'HOOKSTREAM_SEAL_DELIVERIES', default: '1', meaning: '0 has the router queue delivery bodies unsealed (only while a version that cannot open them still delivers: a rolling upgrade)' },
   { name: 'HOOKSTREAM_FORWARD_TRACEPARENT', default: '0', meaning: '1 sends receivers a traceparent header naming the attempt\'s span (unsigned; only while tracing is on)' },
   { name: 'HOOKSTREAM_MAX_IN_FLIGHT', default: '16', meaning: 'concurrent attempts per endpoint, per delivery process; a failing endpoint is probed with one' },
   { name: 'HOOKSTREAM_DEAD_LETTER_RETENTION', default: '30d', meaning: 'dead letters are deleted this long after they died (or were last replayed); 0 keeps them' },
@@ -169,8 +172,8 @@ function durationOrNever(env: Env, name: string, fallback: string): number {
   return raw === '0' ? 0 : duration(name, raw);
 }
 
-function flag(env: Env, name: string): boolean {
-  const raw = str(env, name, '0').toLowerCase();
+function flag(env: Env, name: string, fallback = '0'): boolean {
+  const raw = str(env, name, fallback).toLowerCase();
   if (['1', 'true', 'yes'].includes(raw)) return true;
   if (['0', 'false', 'no'].includes(raw)) return false;
   throw new ConfigError(name, `expected 1 or 0, got ${JSON.stringify(raw)}`);
@@ -291,6 +294,7 @@ export function loadConfig(env: Env = process.env): Config {
     attemptRetentionMs: durationOrNever(env, 'HOOKSTREAM_ATTEMPT_RETENTION', '7d'),
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     forwardTraceparent: flag(env, 'HOOKSTREAM_FORWARD_TRACEPARENT'),
+    sealDeliveries: flag(env, 'HOOKSTREAM_SEAL_DELIVERIES', '1'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),
     queueRetentionMs: queueRetention(env, retrySchedule, attemptTimeoutMs),

@@ -276,7 +276,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
         ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),
-        bodies: dataKeys,
+        ...(config.sealDeliveries ? { bodies: dataKeys } : {}),
       }), (started) => { router = started; });
       stops.push(() => r.stop());
     }

@@ -34,6 +34,7 @@ test('defaults without any variable', (t) => {
     attemptRetentionMs: 7 * 86_400_000,
     allowPrivateTargets: false,
     forwardTraceparent: false,
+    sealDeliveries: true,
     maxInFlightPerEndpoint: 16,
     maxQueuedPerEndpoint: 100_000,
     queueRetentionMs: 28 * 86_400_000,

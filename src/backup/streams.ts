@@ -6,8 +6,12 @@ import { headers } from '@nats-io/nats-core';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
+import { DATA_KEYS_STREAM } from '../../streams/data-keys.ts';
 
-export const BACKED_UP_STREAMS = [ENDPOINTS_STREAM, OPS_STREAM] as const;
+// DATA_KEYS too, first (restored before any endpoint, so no router has made a key meanwhile): without it
+// the dead letters in Postgres no longer open (their bodies are sealed under data keys). A backup taken
+// before an erasure therefore still holds the erased subject's key (docs/erasure-and-retention.md).
+export const BACKED_UP_STREAMS = [DATA_KEYS_STREAM, ENDPOINTS_STREAM, OPS_STREAM] as const;
 
 /** One stored message as a line of a backup file. */
 export interface StoredMessage {

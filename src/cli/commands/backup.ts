@@ -58,12 +58,13 @@ const report = (heading: string, counts: Pick<Manifest, 'streams' | 'tables'>) =
 
 export const backup: Command = {
   name: 'backup',
-  summary: 'Copy the ENDPOINTS and OPS streams and the Postgres tables that are no projection into a folder',
+  summary: 'Copy the ENDPOINTS, OPS and DATA_KEYS streams and the Postgres tables that are no projection into a folder',
   help: [
     '  --to DIR   a folder that does not exist yet, or is empty',
     '',
     'Writes manifest.json, streams/<STREAM>.jsonl and postgres/<table>.jsonl (readable by you only). The',
-    'endpoints\' signing secrets are in it, sealed under the master key: keep the keys apart from the backup.',
+    'endpoints\' signing secrets and the keys of delivery bodies are in it, sealed under the master key: keep',
+    'the keys apart from the backup.',
     'Runs beside the service, as the service\'s NATS user with DATABASE_URL. See docs/operations.md.',
   ].join('\n'),
   options: { to: { type: 'string' } },
