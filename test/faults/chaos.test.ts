@@ -21,7 +21,7 @@ import { startPostgresServer, type PostgresServer } from '../helpers/postgres-se
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
 import { deliveryAddress } from '../../streams/deliveries.ts';
-import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Served } from './harness.ts';
+import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Endpoints, type Served } from './harness.ts';
 
 const SECONDS = Number(process.env['HOOKSTREAM_CHAOS_SECONDS'] ?? 60);
 const SEED = Number(process.env['HOOKSTREAM_CHAOS_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
@@ -61,6 +61,8 @@ interface World {
   /** The running instance of each slot. */
   slots: Served[];
   log: (line: string) => void;
+  /** When each fault began, for telling where duplicates came from. */
+  struck: { at: number; kind: string }[];
 }
 
 const between = (w: World, min: number, max: number) => min + Math.floor(w.random() * (max - min));
@@ -142,6 +144,7 @@ async function strike(w: World): Promise<string[]> {
     for (const kind of order) {
       await sleep(between(w, 1000, 6000));
       if (Date.now() >= until) break;
+      w.struck.push({ at: Date.now(), kind });
       const what = await FAULTS[kind](w);
       w.log(`fault: ${what}`);
       done.push(kind);
@@ -186,6 +189,29 @@ async function jszCounts(nodes: readonly NodeLog[]): Promise<string> {
   return out.join('\n');
 }
 
+/**
+ * Where the duplicates came from: how long after its first copy each repeat arrived (the delivery role's
+ * ack wait is 5 s, the router's 30 s), and the fault struck between the two copies (the last one, from 2 s
+ * before the first copy: an attempt in flight when it struck).
+ */
+function duplicateSources(ep: Endpoints, struck: readonly { at: number; kind: string }[]): string {
+  const firsts = new Map<string, number>();
+  const gaps = { 'under 4 s': 0, '4-8 s': 0, '8-40 s': 0, 'over 40 s': 0 };
+  const after: Record<string, number> = {};
+  ep.receivers.forEach((r, i) => {
+    for (const g of r.received) {
+      const k = `${i}:${(JSON.parse(g.body) as { data: { n: number } }).data.n}`;
+      const first = firsts.get(k);
+      if (first === undefined) { firsts.set(k, g.at); continue; }
+      const gap = g.at - first;
+      gaps[gap < 4000 ? 'under 4 s' : gap < 8000 ? '4-8 s' : gap < 40_000 ? '8-40 s' : 'over 40 s']++;
+      const kind = struck.filter((f) => f.at >= first - 2000 && f.at <= g.at).at(-1)?.kind ?? 'no fault between the copies';
+      after[kind] = (after[kind] ?? 0) + 1;
+    }
+  });
+  return `repeated ${JSON.stringify(gaps)} after the first copy; fault between the copies ${JSON.stringify(after)}`;
+}
+
 interface Setup {
   nodes: NatsNode[];
   /** The cluster's nodes: their logs are kept and searched for stream resets, their /jsz printed on failure. */
@@ -205,7 +231,7 @@ async function chaos(t: ExecutionContext, label: string, setup: Setup): Promise<
   const log = (line: string) => { t.log(line); console.log(`chaos ${label}: ${line}`); };
   log(`seed ${SEED} (HOOKSTREAM_CHAOS_SEED=${SEED} replays it), ${SECONDS} s of faults, ${EVENTS} events to ${ENDPOINTS} endpoints`);
   const w: World = {
-    nodes: setup.nodes, pg, random: rng(SEED), processes: [], slots: [], log,
+    nodes: setup.nodes, pg, random: rng(SEED), processes: [], slots: [], log, struck: [],
     env: instanceEnv({ natsUrl: setup.natsUrl, databaseUrl: pg.url('hookstream_chaos'), keys, extra: setup.extraEnv }),
   };
   const conns: NatsConnection[] = [];
@@ -245,6 +271,7 @@ async function chaos(t: ExecutionContext, label: string, setup: Setup): Promise<
     let longestPause = arrivals.length ? arrivals[0]! - began : 0;
     for (let i = 1; i < arrivals.length; i++) longestPause = Math.max(longestPause, arrivals[i]! - arrivals[i - 1]!);
     const duplicates = total - counts.size;
+    if (duplicates > 0) log(`duplicates: ${duplicateSources(ep, w.struck)}`);
     log(`delivered ${counts.size} of ${expected}, duplicates ${duplicates} (${((duplicates / expected) * 100).toFixed(2)} %), longest pause in deliveries ${longestPause} ms, done ${Math.round((Date.now() - began) / 1000)} s after the first event`);
     await ep.close();
 
