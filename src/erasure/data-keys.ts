@@ -13,7 +13,8 @@
 import { createHmac, hkdfSync, randomFillSync } from 'node:crypto';
 import sodium from 'libsodium-wrappers';
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
 import { DATA_KEY_ERASED_PREFIX, DATA_KEYS_STREAM, dataKeySubject, TENANT_KEY_REF, tenantDataKeys } from '../../streams/data-keys.ts';
 import { messagesOf } from './by-subject.ts';
 import { isApiError } from '../../streams/ensure.ts';
@@ -29,6 +30,8 @@ const KEY_BYTES = 32;
 /** Entries each cache keeps at most (oldest dropped first): about 10 MB for the largest. */
 const CACHE_MAX = 100_000;
 const WRAP_LABEL = 'hookstream data keys v1';
+/** JetStream stores a key only where its subject holds none yet: two routers meeting a subject at once keep one key. */
+const EXPECTED_LAST_SUBJECT_SEQ = 'Nats-Expected-Last-Subject-Sequence';
 const REF_LABEL = 'hookstream data key ref v1';
 const BODY_LABEL = 'hookstream delivery body v1';
 
@@ -101,8 +104,8 @@ interface Sealing {
 
 export function createDataKeys(deps: {
   nc: NatsConnection; jsm: JetStreamManager;
-  /** Present in the roles that create keys (the router); absent where keys are only read. */
-  js?: JetStreamClient;
+  /** Present in the roles that create keys (the router): where they are written; absent where keys are only read. */
+  publisher?: Pick<AckedPublisher, 'publish'> | undefined;
   masterKey: string; previousMasterKey?: string | undefined;
 }): DataKeys {
   const wrapKeys = [dataKeyWrapKey(deps.masterKey), ...(deps.previousMasterKey ? [dataKeyWrapKey(deps.previousMasterKey)] : [])];
@@ -135,11 +138,13 @@ export function createDataKeys(deps: {
   /** A new key, stored unless another process stored one first (then that one). */
   async function create(subject: string): Promise<Uint8Array> {
     const key = randomFillSync(new Uint8Array(KEY_BYTES));
+    const h = headers();
+    h.set(EXPECTED_LAST_SUBJECT_SEQ, '0');
     try {
-      await deps.js!.publish(subject, wrapDataKey(wrapKeys[0]!, subject, key), { expect: { lastSubjectSequence: 0 } });
+      await deps.publisher!.publish(subject, wrapDataKey(wrapKeys[0]!, subject, key), h);
       return key;
     } catch (e) {
-      if (!isApiError(e, JetStreamApiCodes.StreamWrongLastSequence)) throw e;
+      if (!(e instanceof PublishRejectedError && e.code === JetStreamApiCodes.StreamWrongLastSequence)) throw e;
       const winner = await read(subject);
       if (!winner) throw e;
       return winner;
@@ -152,8 +157,9 @@ export function createDataKeys(deps: {
     if (k) return k;
     let p = loading.get(subject);
     if (!p) {
-      p = read(subject)
-        .then((found) => (found || !creating ? found : create(subject)))
+      // Creating, a key is written first and read only when one is there already: one round trip for a
+      // subject never met (every new user), two for one met by another process or before a restart.
+      p = (creating ? create(subject) : read(subject))
         .then((found) => (found ? remember(keys, subject, found) : undefined))
         .finally(() => loading.delete(subject));
       loading.set(subject, p);
