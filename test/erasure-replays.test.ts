@@ -65,3 +65,24 @@ test('replays queued or waiting for a retry when their subject is erased are nev
   const again = await admin.eraseSubject({ tenant, user: 'user_x' });
   t.like(again.stores, { dead_letters: { erased: 0 }, replays: { erased: 0 }, deliveries: { erased: 0 } });
 });
+
+test('a replay made before replays\' locations were kept is found in its endpoint\'s queue and erased', async (t) => {
+  const tenant = 'tenant_erase_old_replay';
+  const failing = await h.receiver(() => 500);
+  const { endpoint } = await h.store.create(tenant as TenantId, { url: failing.url, events: ['*'] });
+  await h.publish(tenant, 'user.updated', { userId: 'user_old', note: 'replayed long ago' });
+  const [letter] = await eventually(async () => {
+    const page = await admin.listDeadLetters({ endpoint: endpoint.id });
+    return page.data.length === 1 ? page.data : undefined;
+  }, 60_000, 'the dead letter');
+  const attempts = SCHEDULE_MS.length + 1;
+  await admin.replayDeadLetter({ id: letter!.id });
+  await failing.waitFor(attempts + 1, 30_000);
+  // As a row replayed before migration 0015: the replay's location is not kept.
+  await h.service.orm!.em.fork().execute(`update dead_letters set replayed_to = '[]'::jsonb where id = ?`, [letter!.id]);
+  const r = await admin.eraseSubject({ tenant, user: 'user_old' });
+  const erasedAt = Date.now();
+  t.like(r.stores, { dead_letters: { erased: 1 }, replays: { erased: 1 } });
+  await new Promise((resolve) => setTimeout(resolve, SCHEDULE_MS.reduce((a, b) => a + b, 0) + 1000));
+  t.deepEqual(failing.received.filter((m) => m.at > erasedAt + 1000).map((m) => m.at - erasedAt), [], 'the replay is never attempted again');
+});

@@ -127,7 +127,7 @@ export async function startAdmin(deps: {
   const deliveryLog = createDeliveryLog(deps);
   const endpointActions = createEndpointActions({ js: deps.js, jsm: deps.jsm, orm: deps.orm, store: deps.endpointStore });
   const erasure = createErasure({
-    jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log, shredding: deps.bodies && { keys: deps.bodies, nc },
+    jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log, shards: deps.shards, shredding: deps.bodies && { keys: deps.bodies, nc },
   });
 
   const handlers: Record<string, Handler> = {

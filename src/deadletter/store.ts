@@ -95,7 +95,11 @@ type Sql = Pick<EntityManager, 'execute'>;
 const hashArray = (hashes: readonly string[]): string => `{${hashes.filter((h) => /^[0-9a-f]+$/.test(h)).join(',')}}`;
 
 /** A dead letter erasure deleted, and where its replays were published (some may still be queued). */
-export interface ErasedDeadLetter { id: string; replayed_to: ReplayLocation[] }
+export interface ErasedDeadLetter {
+  id: string; endpoint_id: string; webhook_id: string; replay_count: number;
+  /** Where each replay since migration 0015 was queued; replays before it are not here (replay_count says how many). */
+  replayed_to: ReplayLocation[];
+}
 
 /**
  * Delete the tenant's dead letters whose message carries one of the subject hashes (erasure, issue 22).
@@ -103,7 +107,7 @@ export interface ErasedDeadLetter { id: string; replayed_to: ReplayLocation[] }
  */
 export async function deleteSubjectDeadLetters(sql: Sql, tenant: string, hashes: readonly string[]): Promise<ErasedDeadLetter[]> {
   return sql.execute<ErasedDeadLetter[]>(
-    'delete from dead_letters where tenant = ? and subject_hashes && ?::text[] returning id, replayed_to', [tenant, hashArray(hashes)]);
+    'delete from dead_letters where tenant = ? and subject_hashes && ?::text[] returning id, endpoint_id, webhook_id, replay_count, replayed_to', [tenant, hashArray(hashes)]);
 }
 
 /** The tenant's dead letters stored before subject hashes (migration 0012), with their sealed messages. */
@@ -114,7 +118,7 @@ export async function unhashedDeadLetters(sql: Sql, tenant: string): Promise<Sea
 /** Delete dead letters by id. */
 export async function deleteDeadLetters(sql: Sql, ids: readonly string[]): Promise<ErasedDeadLetter[]> {
   if (ids.length === 0) return [];
-  return sql.execute<ErasedDeadLetter[]>(`delete from dead_letters where id in (${ids.map(() => '?').join(',')}) returning id, replayed_to`, [...ids]);
+  return sql.execute<ErasedDeadLetter[]>(`delete from dead_letters where id in (${ids.map(() => '?').join(',')}) returning id, endpoint_id, webhook_id, replay_count, replayed_to`, [...ids]);
 }
 
 const COLUMNS = `id, endpoint_id, tenant, webhook_id, event_type, attempts, last_status, last_error, failed_at, created_at,

@@ -15,7 +15,7 @@ import { messagesOf } from './by-subject.ts';
 import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
-import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
 import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
 import { ERASURE_INDEX_STREAM } from '../../streams/erasure-index.ts';
 import { Projection, readCheckpoint } from '../../projections/checkpoint.ts';
@@ -55,6 +55,8 @@ async function each<T>(items: readonly T[], fn: (item: T) => Promise<void>): Pro
 
 export function createErasure(deps: {
   jsm: JetStreamManager; orm: MikroORM; hasher: SubjectHasher; opener: DeadLetterOpener; log: Logger;
+  /** HOOKSTREAM_DELIVERY_SHARDS: where a dead letter's endpoint's queue is, for replays made before their locations were kept. */
+  shards?: number;
   /** The data keys to destroy, and where to tell every process to forget them; absent: no body is sealed (benches). */
   shredding?: { keys: Pick<DataKeys, 'refsOf'>; nc: NatsConnection } | undefined;
 }): Erasure {
@@ -186,6 +188,16 @@ export function createErasure(deps: {
       //    Their replays still queued or waiting for a retry: never delivered. One that died meanwhile was
       //    dead-lettered again from its queued copy: that new dead letter goes too.
       const replays = deadLetters.flatMap((d) => d.replayed_to);
+      //    Replays made before their locations were kept (migration 0015): looked for in their endpoint's
+      //    queue by webhook-id (the queue is read once per such dead letter; normally there are none).
+      if (deps.shards !== undefined) {
+        for (const d of deadLetters.filter((row) => row.replay_count > row.replayed_to.length)) {
+          const at = deliveryAddress(d.endpoint_id, deps.shards);
+          for await (const m of bySubject(at.stream, at.subject, 1, Number.MAX_SAFE_INTEGER)) {
+            if (m.header?.get(DeliveryHeader.WebhookId) === d.webhook_id && m.header.has(DeliveryHeader.Replay)) replays.push([at.stream, m.seq]);
+          }
+        }
+      }
       await each(replays, async ([stream, seq]) => { if (await erase(stream, seq)) s.replays.erased++; });
       if (replays.length > 0) s.dead_letters.erased += (await deleteSubjectDeadLetters(em, tenant, hashes)).length;
 
