@@ -55,8 +55,29 @@ function admit(d: { gate: KeyGate; inFlight: Set<InFlight>; recentAcks: RecentAc
   });
 }
 
+/** A gate on `stream` with its floor reader (reading the marks too with `marks`), and `take` to hand it the next deliveries. */
+function startGate(t: ExecutionContext, d: Awaited<ReturnType<typeof natsWithEvents>>, stream: string, marks: boolean) {
+  const heads = createNextBySubject(d.nc, { timeoutMs: 5000 });
+  const floor = createRouterFloor({ jsm: d.jsm, log: silentLogger, pollMs: 20, ...(marks ? { heads } : {}) });
+  const recentAcks = createRecentAcks();
+  const inFlight = new Set<InFlight>();
+  const gate = createKeyGate({ heads, stream, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
+  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
+  const released: number[] = [];
+  const take = async (count: number) => {
+    const consumer = await d.js.consumers.get(stream, 'gate');
+    let got = 0;
+    for await (const jm of await consumer.fetch({ max_messages: count, expires: 2000 })) {
+      admit({ gate, inFlight, recentAcks, released }, jm);
+      if (++got === count) break;
+    }
+  };
+  return { gate, released, take };
+}
+
 test('a key\'s deliveries stored out of event order go in event order, each once the router has handled every earlier event', async (t) => {
-  const { nc, jsm, js } = await natsWithEvents(t);
+  const d = await natsWithEvents(t);
+  const { jsm, js } = d;
   await jsm.streams.add({ name: STREAM, subjects: ['deliveries.gate.>'], retention: RetentionPolicy.Workqueue });
   await jsm.consumers.add(STREAM, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.gate.>' });
 
@@ -71,19 +92,8 @@ test('a key\'s deliveries stored out of event order go in event order, each once
   await deliver(OTHER, 5);
   for (const event of [1, 3, 4, 2]) await deliver(KEY, event);
 
-  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
-  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20 });
-  const recentAcks = createRecentAcks();
-  const inFlight = new Set<InFlight>();
-  const gate = createKeyGate({ heads, stream: STREAM, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
-  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
-
-  const released: number[] = [];
-  const consumer = await js.consumers.get(STREAM, 'gate');
-  for await (const jm of await consumer.fetch({ max_messages: 5, expires: 2000 })) {
-    admit({ gate, inFlight, recentAcks, released }, jm);
-    if (inFlight.size === 5) break;
-  }
+  const { gate, released, take } = startGate(t, d, STREAM, false);
+  await take(5);
 
   // The router has handled nothing: event 1 has no earlier event, so it goes; key2's event 5 waits.
   await eventually(() => (released.length >= 1 ? true : undefined), 5000, 'event 1');
@@ -111,7 +121,8 @@ test('a key\'s deliveries stored out of event order go in event order, each once
 });
 
 test('with the router\'s late marks, a key is read only up to its delivery unless a mark is stored after it', async (t) => {
-  const { nc, jsm, js } = await natsWithEvents(t);
+  const d = await natsWithEvents(t);
+  const { nc, jsm, js } = d;
   const stream = deliveryStream(0);
   const key = 'deliveries.0.webhook_gate.k.key1';
   await jsm.streams.add({ name: stream, subjects: ['deliveries.0.>'], retention: RetentionPolicy.Workqueue });
@@ -144,21 +155,7 @@ test('with the router\'s late marks, a key is read only up to its delivery unles
   const lastInRun = await deliver(3);
   await route(3);
 
-  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
-  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20, heads });
-  const recentAcks = createRecentAcks();
-  const inFlight = new Set<InFlight>();
-  const gate = createKeyGate({ heads, stream, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
-  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
-  const released: number[] = [];
-  const consumer = await js.consumers.get(stream, 'gate');
-  const take = async (count: number) => {
-    let got = 0;
-    for await (const jm of await consumer.fetch({ max_messages: count, expires: 2000 })) {
-      admit({ gate, inFlight, recentAcks, released }, jm);
-      if (++got === count) break;
-    }
-  };
+  const { released, take } = startGate(t, d, stream, true);
   // The first delivery waits for the floor's first reading, which reads the stream's marks too.
   await take(3);
   await eventually(() => (released.length >= 3 ? true : undefined), 5000, 'events 1-3');
@@ -177,7 +174,8 @@ test('with the router\'s late marks, a key is read only up to its delivery unles
 });
 
 test("a delivery stamped with its tenant's barrier waits for the router's floor at it, not for another tenant's earlier events", async (t) => {
-  const { nc, jsm, js } = await natsWithEvents(t);
+  const d = await natsWithEvents(t);
+  const { jsm, js } = d;
   await jsm.streams.add({ name: STREAM, subjects: ['deliveries.gate.>'], retention: RetentionPolicy.Workqueue });
   await jsm.consumers.add(STREAM, { durable_name: 'gate', ack_policy: AckPolicy.Explicit, filter_subject: 'deliveries.gate.>' });
   // Events 1 and 3 are another tenant's; 2 and 4 this tenant's, on one key. Event 4's delivery was stamped
@@ -193,18 +191,8 @@ test("a delivery stamped with its tenant's barrier waits for the router's floor 
   await deliver(KEY, 4, 2);
   await deliver(OTHER, 4);
 
-  const heads = createNextBySubject(nc, { timeoutMs: 5000 });
-  const floor = createRouterFloor({ jsm, log: silentLogger, pollMs: 20, heads });
-  const recentAcks = createRecentAcks();
-  const inFlight = new Set<InFlight>();
-  const gate = createKeyGate({ heads, stream: STREAM, floor, recentAcks, inFlight, endpoint: 'webhook_gate', log: silentLogger });
-  t.teardown(() => { gate.close(); floor.close(); heads.close(); });
-  const released: number[] = [];
-  const consumer = await js.consumers.get(STREAM, 'gate');
-  for await (const jm of await consumer.fetch({ max_messages: 3, expires: 2000 })) {
-    admit({ gate, inFlight, recentAcks, released }, jm);
-    if (inFlight.size === 3) break;
-  }
+  const { gate, released, take } = startGate(t, d, STREAM, true);
+  await take(3);
 
   // The router handles events 1 and 2; event 3 (the other tenant's) stays unhandled.
   const router = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);

@@ -45,7 +45,7 @@ export function createTenantBacklog(deps: {
       if (!failing) deps.log.warn('could not list the endpoints\' backlogs for the tenants\' queued deliveries; using the last listing', { reason: describe(e) });
       failing = true;
     }
-    if (!stopped) timer = setTimeout(() => void read(), deps.intervalMs ?? TENANT_BACKLOG_READ_MS);
+    if (!stopped) timer = setTimeout(() => void read(), deps.intervalMs ?? TENANT_BACKLOG_READ_MS).unref();
   }
   void read();
 
