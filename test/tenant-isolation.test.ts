@@ -147,8 +147,8 @@ test.serial('bad keys from one address, and a good key over its rate, are refuse
   const real = h.service.orm!;
   const orm = { em: { fork: () => {
     const em = real.em.fork();
-    const findOne = em.findOne.bind(em);
-    em.findOne = ((...args: Parameters<typeof findOne>) => { lookups++; return findOne(...args); }) as typeof em.findOne;
+    const execute = em.execute.bind(em);
+    em.execute = ((...args: Parameters<typeof execute>) => { lookups++; return execute(...args); }) as typeof em.execute;
     return em;
   } } } as unknown as typeof real;
   const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',

@@ -102,8 +102,10 @@ export function createApi(deps: ApiDeps): Api {
   if (tracing.on) app.use((ctx, next) => { const ids = activeTraceFields(); if (ids) ctx.set(TRACE_ID_HEADER, ids.trace_id); return next(); });
   if (deps.portal) app.use(deps.portal);
   app.use(errorEnvelope(log));
+  // Forked when first used: a request refused before (its rate, a throttled source) costs no fork.
   app.use(async (ctx, next) => {
-    ctx.state.em = deps.orm.em.fork();
+    let em: ApiState['em'] | undefined;
+    Object.defineProperty(ctx.state, 'em', { get: () => (em ??= deps.orm.em.fork()), configurable: true, enumerable: true });
     return next();
   });
   const throttle = deps.authFailureBurst === 0 ? undefined : createFailureThrottle({ burst: deps.authFailureBurst, now: deps.now });

@@ -58,7 +58,10 @@ export async function revokeApiKey(em: EntityManager, id: string, now = new Date
 export async function authenticate(em: EntityManager, presented: string): Promise<Principal | undefined> {
   if (!isWellFormedKey(presented)) return undefined;
   const hash = hashKey(presented);
-  const record = await em.findOne(ApiKey, { hash }, { disableIdentityMap: true });
-  if (!record || record.revokedAt || !sameHash(record.hash, hash)) return undefined;
+  // A plain query, not an entity: it runs on every request, and hydrating an entity cost more CPU than the
+  // rest of a refused request (measured under a flood of requests in the noisy-neighbour fault scenario).
+  const [record] = await em.execute<{ id: string; tenant: string; hash: Buffer; revoked_at: Date | null }[]>(
+    'select id, tenant, hash, revoked_at from api_keys where hash = ?', [hash]);
+  if (!record || record.revoked_at || !sameHash(record.hash, hash)) return undefined;
   return { keyId: record.id as ApiKeyId, tenant: record.tenant as TenantId };
 }

@@ -8,17 +8,22 @@ export type TenantId = Brand<string, 'TenantId'>;
 // Base32 (Crockford alphabet, lower case): URL-safe, no ambiguous letters, valid in NATS subject tokens.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
+/** Random bytes drawn a few thousand at a time: every API request takes an id (its request id). */
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+
 /** A time-ordered unique id body: 48-bit milliseconds then 80 random bits, 26 characters. */
 export function newIdBody(now = Date.now()): string {
   const bytes = Buffer.alloc(16);
   bytes.writeUIntBE(now, 0, 6);
-  randomBytes(10).copy(bytes, 6);
-  let bits = 0n;
-  for (const b of bytes) bits = (bits << 8n) | BigInt(b);
+  if (poolAt + 10 > pool.length) { pool = randomBytes(4000); poolAt = 0; }
+  pool.copy(bytes, 6, poolAt, (poolAt += 10));
+  // The 128 bits, most significant first, as 26 characters of 5 bits (the first with two leading zeros).
   let out = '';
   for (let i = 0; i < 26; i++) {
-    out = ALPHABET[Number(bits & 31n)] + out;
-    bits >>= 5n;
+    let v = 0;
+    for (let bit = i * 5 - 2; bit < i * 5 + 3; bit++) v = (v << 1) | (bit < 0 ? 0 : (bytes[bit >> 3]! >> (7 - (bit & 7))) & 1);
+    out += ALPHABET[v];
   }
   return out;
 }
