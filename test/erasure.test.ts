@@ -14,6 +14,10 @@ import { createApiKey } from '../src/apikeys/store.ts';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { messagesOf } from '../src/erasure/by-subject.ts';
+import { createDataKeys, DataKeyErasedError } from '../src/erasure/data-keys.ts';
+import { DATA_KEYS_STREAM } from '../streams/data-keys.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
 
 let h: TestService;
 let admin: AdminClient;
@@ -50,7 +54,7 @@ async function everyPayload(): Promise<Stored[]> {
 }
 
 /** The nats-server store files whose bytes hold `text`. */
-function storeFilesHolding(text: string): string[] {
+function storeFilesHolding(text: string | Uint8Array): string[] {
   const needle = Buffer.from(text);
   return readdirSync(h.nats.storeDir, { recursive: true, encoding: 'utf8' }).map((f) => join(h.nats.storeDir, f))
     .filter((f) => statSync(f, { throwIfNoEntry: false })?.isFile() && readFileSync(f).includes(needle));
@@ -279,6 +283,12 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
   }
   t.true(sealed.length >= 2, 'a sealed secret of each endpoint');
   t.true(sealed.every((v) => storeFilesHolding(v).length > 0), 'on disk before');
+  // The tenant's data keys (its own and user_leaving's), as sealed in DATA_KEYS' store file.
+  const dataKeys: Uint8Array[] = [];
+  for await (const m of messagesOf(h.service.jsm, DATA_KEYS_STREAM, `data_keys.${tenant}.>`)) dataKeys.push(m.data);
+  t.is(dataKeys.length, 2);
+  const deliveryBody = (await h.service.jsm.streams.getMessage(deliveryAddress(heldId, h.config.deliveryShards).stream,
+    { next_by_subj: deliveryAddress(heldId, h.config.deliveryShards).subject, seq: 1 } as never))!.data;
 
   const run = await runCli(['erase', '--tenant', tenant, '--everything', '--json', '--operator', 'dpo@example.com'], {
     ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
@@ -291,6 +301,11 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
   t.like(out.stores, { dead_letters: 1, api_keys: 1, rejected: 1, endpoint_rows: 2 });
   t.true(out.stores['endpoint_events']! >= 4, 'created, disabled and deleted events of both');
   t.true(out.stores['events']! >= 2);
+  t.is(out.stores['data_keys'], 2);
+  t.deepEqual(dataKeys.flatMap(storeFilesHolding), [], 'no data key of the tenant is left in any store file');
+  const bodies = createDataKeys({ nc: h.service.nc, jsm: h.service.jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => bodies.close());
+  await t.throwsAsync(async () => bodies.open(deliveryBody), { instanceOf: DataKeyErasedError }, 'a copy of a delivery body no longer opens');
 
   const all = await everyPayload();
   t.deepEqual(all.filter((m) => m.subject.includes(tenant) || m.text.includes(tenant) || m.text.includes('user_leaving')).map((m) => `${m.stream} ${m.subject}`), []);
