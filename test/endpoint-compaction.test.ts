@@ -4,6 +4,8 @@
 // compaction all hold what the command side holds, and none mistakes the purge for a removal (no fold
 // anew). The projection and its rebuild are checked in test/endpoint-read.test.ts.
 import test, { type ExecutionContext } from 'ava';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { endpointsStream } from './helpers/endpoints-stream.ts';
 import { startEndpointDirectory } from '../src/endpoints/directory.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
@@ -65,4 +67,26 @@ test('past COMPACT_EVERY commands the history is replaced by its state; every di
   await deps.jsm.streams.purge(ENDPOINT_STATES_STREAM, { filter: endpointStateSubject(endpoint.id) });
   await t.throwsAsync(store.get('tenant_other' as TenantId, endpoint.id), { message: /not found/ });
   t.deepEqual(await store.get(tenant, endpoint.id), expected);
+});
+
+test('a compaction deletes the events before it with secure erase: a rotated-out sealed secret is left in no store file', async (t) => {
+  await initSodium();
+  const deps = await endpointsStream(t);
+  const { store } = createEndpoints({ ...deps, masterKey: generateKeys().masterKey, allowPrivateTargets: true });
+  const tenant = 'tenant_compact_secure' as TenantId;
+  const { endpoint } = await store.create(tenant, { url: 'https://hooks.example.com/s', events: ['*'] });
+  const subject = endpointSubject(endpoint.id);
+  const created = await deps.jsm.streams.getMessage(ENDPOINTS_STREAM, { last_by_subj: subject });
+  const sealedFirst = [...created!.string().matchAll(/"(?:secret|sealed)":"([^"]+)"/g)].map((x) => x[1]!);
+  t.true(sealedFirst.length >= 1);
+  const holding = (needle: string) => readdirSync(deps.storeDir, { recursive: true, encoding: 'utf8' }).map((f) => join(deps.storeDir, f))
+    .filter((f) => statSync(f, { throwIfNoEntry: false })?.isFile() && readFileSync(f).includes(Buffer.from(needle)));
+  t.true(sealedFirst.every((v) => holding(v).length > 0), 'on disk before');
+  // Rotated out with no grace: the compacted state no longer holds it.
+  await store.rotateSecret(tenant, endpoint.id, 0);
+  for (let i = 0; i < COMPACT_EVERY + 5; i++) await store.update(tenant, endpoint.id, { description: `d${i}` });
+  const first = await deps.jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: 0, next_by_subj: subject } as unknown as { seq: number });
+  t.is(first?.json<{ type: string }>().type, 'endpoint.compacted');
+  t.false(sealedFirst.some((v) => first!.string().includes(v)), 'not in the compacted state');
+  t.deepEqual(sealedFirst.flatMap(holding), [], 'in no store file');
 });

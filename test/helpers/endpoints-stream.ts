@@ -15,5 +15,5 @@ export async function endpointsStream(t: ExecutionContext) {
   const jsm = await jetstreamManager(nc);
   await ensureEndpointsStream(jsm);
   await ensureEndpointSnapshotsStream(jsm);
-  return { js: jetstream(nc), jsm };
+  return { js: jetstream(nc), jsm, storeDir: server.storeDir };
 }
