@@ -269,7 +269,7 @@ export function createDataKeys(deps: {
 
     open(body) {
       if (!isSealedBody(body)) return body;
-      if (body.length < 4 || body[1] !== VERSION) throw new DataKeyErasedError();
+      if (body.length < 4 || body[1] !== VERSION || body.length < 4 + body[2]!) throw new DataKeyErasedError();
       const tl = body[2]!;
       const n = body[3 + tl]!;
       const headEnd = 4 + tl + n * REF_BYTES;
