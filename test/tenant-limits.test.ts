@@ -72,7 +72,13 @@ test('the copy in memory follows a change made by another process once reloaded'
   await writer.set(C, { eventsPerSecond: before + 1 }, 'ops');
   t.is(reader.current(C).eventsPerSecond, before, 'not reloaded yet: the copy answers, without a query');
   clock += 1000;
+  t.is((await reader.get(C)).eventsPerSecond, before, 'stale: the copy answers at once, and a reload starts');
+  await reader.refresh();
   t.is((await reader.get(C)).eventsPerSecond, before + 1);
+  // A copy a minute old is reloaded before it answers.
+  await writer.set(C, { eventsPerSecond: before + 2 }, 'ops');
+  clock += 60_000;
+  t.is((await reader.get(C)).eventsPerSecond, before + 2);
 });
 
 test('hookstream tenants limits set|show: overrides, back to the default, refused input, audited under the operator', async (t) => {

@@ -51,7 +51,10 @@ export interface TenantLimitsOverride {
 }
 
 export interface TenantLimitsStore {
-  /** A tenant's limits: the defaults with its overrides. Reloads first when the copy is stale. */
+  /**
+   * A tenant's limits: the defaults with its overrides. Waits for a load only when there is no copy yet (or
+   * it is a minute old); a stale copy answers at once while it reloads, so a request never waits on it.
+   */
   get(tenant: TenantId): Promise<TenantLimits>;
   /** The same from the copy in memory, without waiting (a reload is started when it is stale). */
   current(tenant: TenantId): TenantLimits;
@@ -92,6 +95,9 @@ export function limitValueProblem(value: unknown): string | undefined {
   return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_LIMIT ? undefined : `must be an integer from 0 to ${MAX_LIMIT}`;
 }
 
+/** A copy older than this is reloaded before it answers (a database that stays down leaves the last one in use). */
+const MUST_RELOAD_MS = 60_000;
+
 /** `orm`: the ORM, or (the command line) one EntityManager as `{ em }`. */
 export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): TenantLimitsStore {
   const refreshMs = opts.refreshMs ?? 5_000;
@@ -118,7 +124,8 @@ export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }
 
   return {
     async get(tenant) {
-      if (stale()) await refresh();
+      if (now() - loadedAt >= MUST_RELOAD_MS) await refresh();
+      else if (stale()) void refresh();
       return compose(tenant);
     },
     current(tenant) {
