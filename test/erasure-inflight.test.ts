@@ -24,7 +24,7 @@ test.after.always(() => h?.closeAll());
 
 const userOf = (body: string) => (JSON.parse(body) as { data: { userId: string } }).data.userId;
 
-test('an attempt after the data key is destroyed drops the delivery as erased: not sent, not dead-lettered, in the delivery log', async (t) => {
+test.serial('an attempt after the data key is destroyed drops the delivery as erased: not sent, not dead-lettered, in the delivery log', async (t) => {
   const tenant = 'tenant_erase_inflight';
   let failing = true;
   const r = await h.receiver(() => (failing ? 500 : 204));
@@ -52,4 +52,33 @@ test('an attempt after the data key is destroyed drops the delivery as erased: n
   const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
   t.falsy(info.state.subjects?.[address.subject], 'acked: gone from its queue');
   t.is((await admin.listDeadLetters({ endpoint: endpoint.id })).data.length, 0, 'not dead-lettered');
+});
+
+test.serial('a delivery that died before its key was destroyed, dead-lettered after: no dead letter holds it', async (t) => {
+  const tenant = 'tenant_erase_dead';
+  // No dead-letter role for now: the max-deliveries advisories wait in their stream.
+  const all = h.config.roles.join(',');
+  await h.restart({ HOOKSTREAM_ROLES: h.config.roles.filter((r) => r !== 'deadletter').join(',') });
+  t.teardown(() => h.restart({ HOOKSTREAM_ROLES: all }));
+  const r = await h.receiver(() => 500);
+  const { endpoint } = await h.store.create(tenant as TenantId, { url: r.url, events: ['*'] });
+  await h.publish(tenant, 'user.updated', { userId: 'user_dead', note: 'shred me' });
+  await h.publish(tenant, 'user.updated', { userId: 'user_alive', note: 'keep me' });
+  await r.waitFor(2 * (SCHEDULE_MS.length + 1), 30_000);
+  const keys = createDataKeys({ nc: h.service.nc, jsm: h.service.jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => keys.close());
+  t.is(await destroyDataKeys(h.service, tenant, await keys.refsOf(tenant, [{ kind: 'user', id: 'user_dead' }])), 1);
+
+  await h.restart({ HOOKSTREAM_ROLES: all });
+  const address = deliveryAddress(endpoint.id, h.config.deliveryShards);
+  await eventually(async () => {
+    const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
+    return info.state.subjects?.[address.subject] ? undefined : true;
+  }, 30_000, 'both removed from the queue');
+  const letters = await eventually(async () => {
+    const page = await admin.listDeadLetters({ endpoint: endpoint.id });
+    return page.data.length > 0 ? page.data : undefined;
+  }, 30_000, "user_alive's dead letter");
+  const alive = r.received.find((m) => userOf(m.body) === 'user_alive')!.headers['webhook-id'];
+  t.deepEqual(letters.map((l) => l.webhook_id), [alive], "only user_alive's");
 });
