@@ -44,7 +44,7 @@ export function clusterFloorError(replicas: number, servers: readonly SeenServer
 /**
  * The version a server announces in the INFO line it sends first on every client connection, before any
  * login: how the client learns the versions of the cluster's other servers (its INFO's connect_urls).
- * Undefined when the server does not answer within `timeoutMs` (down, or not reachable from here).
+ * Its version is undefined when it does not answer within `timeoutMs` (down, or not reachable from here).
  */
 export function probeServer(address: string, timeoutMs = 2000): Promise<SeenServer> {
   const at = address.lastIndexOf(':');
