@@ -5,15 +5,20 @@
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { headers, nanos, type NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { endpointConsumer, ensureDeliveryStreams, deliveryAddress } from '../streams/deliveries.ts';
 import { planNextAttempt } from '../src/delivery/next-attempt.ts';
+import { createLogger } from '../src/log.ts';
+import { createPullFeeds } from '../src/nats/pull-feed.ts';
+import type { PulledMsg } from '../src/nats/pulled-msg.ts';
+import { cpuTicks, TICKS } from './metering.ts';
+import { shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
 import { sleep } from './time.ts';
@@ -327,10 +332,171 @@ async function scale(counts: number[]): Promise<void> {
   }
 }
 
+// (f) Shapes of the delivery path: what each costs nats-server and the client per webhook, with one durable
+// consumer per endpoint and every endpoint answering at once (acked when it arrives: no HTTP, no signing,
+// so the figures are the queueing alone). Events go one to one, event i to endpoint i % n, published by a
+// child process (bench/publish-child.ts) so this process's CPU is the router's and the deliverers'.
+//   copy          today's: a router reads EVENTS through one consumer and copies each delivery, body and
+//                 all, into its endpoint's work queue (DELIVERIES_<shard>, 128 shards), acking the event
+//                 once the copy is stored; the endpoint's consumer reads the copy
+//   direct        the design card's: each endpoint's consumer reads EVENTS through its filter subjects
+//                 (two filters on ≥ 2.10, its event type and user.updated; one on 2.9), no router
+//   ref           as copy, but the copy carries the event's EVENTS sequence and no body; the deliverer
+//                 direct-gets the body, then acks
+//   direct-noack  as direct with AckNone: no ack per delivery (retries would need a ledger of the client's)
+//   direct-ackall as direct with AckAll: one ack per endpoint per event-loop turn, for its newest delivery
+const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall'] as const;
+type Shape = (typeof SHAPES)[number];
+const SHAPE_SHARDS = 128;
+/** HOOKSTREAM_MAX_IN_FLIGHT's default, and the router's events in flight (its consumer's max_ack_pending is 4,096). */
+const LANES = 16;
+const ROUTER_LANES = 256;
+const SHAPE_SCHEDULE = [5000, 30_000, 120_000, 900_000];
+const EVENT_SEQ = 'hookstream-event-seq';
+
+const versionAtLeast = (v: string | undefined, major: number, minor: number) => {
+  const [a = 0, b = 0] = (v ?? '0.0').split('.').map(Number);
+  return a > major || (a === major && b >= minor);
+};
+
+async function shape(shapeName: Shape, n: number, webhooks: number): Promise<void> {
+  await withServer(async (nc, js, jsm, server) => {
+    const tag = `f_${shapeName}_${n}`;
+    const direct = shapeName.startsWith('direct');
+    const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
+    // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
+    await jsm.streams.add({
+      name: 'EVENTS', subjects: ['events.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
+      duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
+    });
+    const ids = Array.from({ length: n }, (_, i) => `ep_${String(i).padStart(6, '0')}`);
+    const subjectOf = (e: number) => shapeSubject(e);
+    const endpointOf = (subject: string) => {
+      const [, t, j] = /^events\.t(\d+)\.e(\d)$/.exec(subject) ?? [];
+      return Number(t) * 10 + Number(j);
+    };
+    let t0 = performance.now();
+    if (!direct) {
+      await ensureDeliveryStreams(jsm, SHAPE_SHARDS, 100_000);
+      await jsm.consumers.add('EVENTS', {
+        durable_name: 'router', ack_policy: AckPolicy.Explicit, filter_subject: 'events.>', ack_wait: nanos(30_000), max_deliver: 10, max_ack_pending: 4096,
+      });
+    }
+    const ackPolicy = shapeName === 'direct-noack' ? AckPolicy.None : shapeName === 'direct-ackall' ? AckPolicy.All : AckPolicy.Explicit;
+    const queue = ids.map((id, e) => [id, e] as const);
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      for (let next = queue.pop(); next; next = queue.pop()) {
+        const [id, e] = next;
+        if (!direct) {
+          await jsm.consumers.add(deliveryAddress(id, SHAPE_SHARDS).stream, endpointConsumer(id, { shards: SHAPE_SHARDS, retrySchedule: SHAPE_SCHEDULE, maxQueued: 100_000 }));
+          continue;
+        }
+        const tenant = subjectOf(e).split('.')[1]!;
+        await jsm.consumers.add('EVENTS', {
+          durable_name: id, ack_policy: ackPolicy, deliver_policy: DeliverPolicy.All, max_ack_pending: 100_000,
+          ...(manyFilters ? { filter_subjects: [subjectOf(e), `events.${tenant}.user_updated`] } : { filter_subject: subjectOf(e) }),
+          ...(ackPolicy === AckPolicy.None ? {} : { ack_wait: nanos(SHAPE_SCHEDULE[0]!), backoff: SHAPE_SCHEDULE.map(nanos), max_deliver: SHAPE_SCHEDULE.length + 1 }),
+        });
+      }
+    }));
+    const createS = (performance.now() - t0) / 1000;
+    process.stderr.write(`  … ${tag}: ${n} endpoint consumers created in ${createS.toFixed(1)} s\n`);
+
+    // The client: the service's pull feeds (pulls sized to free lanes), one per consumer.
+    const feeds = createPullFeeds(nc, { expiresMs: 120_000, heartbeatMs: 30_000, inboxPrefix: '_INBOX', log: createLogger({ level: 'warn' }) });
+    const count = { delivered: 0, routed: 0, acks: 0, gets: 0, errors: 0 };
+    let target = Infinity;
+    let reached: () => void = () => {};
+    const delivered = () => { if (++count.delivered >= target) reached(); };
+    const newest = new Map<number, PulledMsg>();
+    const flushNewest = () => { for (const m of newest.values()) { m.ack(); count.acks++; } newest.clear(); };
+    ids.forEach((id, e) => {
+      let busy = 0;
+      const feed = feeds.open({
+        stream: direct ? 'EVENTS' : deliveryAddress(id, SHAPE_SHARDS).stream, consumer: id, capacity: () => LANES - busy,
+        onMessage: (m) => {
+          if (shapeName === 'direct-noack') return delivered();
+          if (shapeName === 'direct-ackall') {
+            if (newest.size === 0) setImmediate(flushNewest);
+            newest.set(e, m);
+            return delivered();
+          }
+          if (shapeName !== 'ref') { m.ack(); count.acks++; return delivered(); }
+          busy++;
+          jsm.direct.getMessage('EVENTS', { seq: Number(m.headers?.get(EVENT_SEQ)) }).then((body) => {
+            count.gets++;
+            if (!body) count.errors++;
+            m.ack();
+            count.acks++;
+            delivered();
+          }, () => { count.errors++; }).finally(() => { busy--; feed.fill(); });
+        },
+      });
+    });
+    if (!direct) {
+      let busy = 0;
+      const router = feeds.open({
+        stream: 'EVENTS', consumer: 'router', capacity: () => ROUTER_LANES - busy,
+        onMessage: (m) => {
+          count.routed++;
+          busy++;
+          const id = ids[endpointOf(m.subject)]!;
+          const h = headers();
+          if (shapeName === 'ref') h.set(EVENT_SEQ, String(m.seq));
+          js.publish(deliveryAddress(id, SHAPE_SHARDS).subject, shapeName === 'ref' ? new Uint8Array(0) : m.data, { msgID: `${m.seq}.${id}`, headers: h })
+            .then(() => { m.ack(); count.acks++; }, () => { count.errors++; })
+            .finally(() => { busy--; router.fill(); });
+        },
+      });
+    }
+
+    /** Publishes `events` from the child; resolves with the wall time and CPU from its first publish to the last delivery. */
+    const burst = async (events: number) => {
+      Object.assign(count, { delivered: 0, routed: 0, acks: 0, gets: 0, errors: 0 });
+      target = events;
+      const all = new Promise<void>((r) => { reached = r; });
+      const child = fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const started = new Promise<void>((r) => child.once('message', () => r()));
+      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512 };
+      child.send(order);
+      await started;
+      const cpu0 = process.cpuUsage();
+      const server0 = cpuTicks(server.pid);
+      t0 = performance.now();
+      const timeout = sleep(180_000).then(() => { throw new Error(`${tag}: ${count.delivered} of ${events} delivered in 180 s`); });
+      await Promise.race([all, timeout]);
+      const wall = (performance.now() - t0) / 1000;
+      const cpu = process.cpuUsage(cpu0);
+      const serverS = (cpuTicks(server.pid) - server0) / TICKS;
+      await new Promise<void>((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())));
+      return { wall, clientS: (cpu.user + cpu.system) / 1e6, serverS };
+    };
+    await burst(Math.min(2000, webhooks));
+    const r = await burst(webhooks);
+    const done = { ...count };
+    await sleep(500); // the router's last acks
+    let stored = 0;
+    for await (const si of jsm.streams.list()) stored += si.state.last_seq;
+    feeds.stop();
+    const per = (x: number) => Math.round((x / webhooks) * 100) / 100;
+    say(tag, {
+      create_s: Math.round(createS * 10) / 10, webhooks_per_s: Math.round(webhooks / r.wall),
+      server_us: Math.round((r.serverS * 1e6) / webhooks), client_us: Math.round((r.clientS * 1e6) / webhooks),
+      stored: Math.round((stored / (webhooks + Math.min(2000, webhooks))) * 100) / 100,
+      deliveries: per(done.delivered + done.routed), acks: per(done.acks), gets: per(done.gets), errors: done.errors,
+      server_rss_mb: rssMb(server.pid),
+    }, `${n} endpoints; per webhook: stored messages, deliveries (router's too), acks, direct gets; CPU µs per webhook`);
+  });
+}
+
 const args = process.argv.slice(2);
 const opt = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
 const only = new Set((opt('--only') ?? 'timing,new,scale').split(','));
 const counts = (opt('--consumers') ?? '1000,10000').split(',').map(Number);
+const shapeCounts = (opt('--endpoints') ?? '100,1000').split(',').map(Number);
+const shapeList = (opt('--shapes') ?? SHAPES.join(',')).split(',') as Shape[];
+for (const x of shapeList) if (!SHAPES.includes(x)) throw new Error(`--shapes: unknown shape ${x}; shapes are ${SHAPES.join(', ')}`);
+const webhooks = Number(opt('--webhooks') ?? 20_000);
 
 const version = await withServer(async (nc) => nc.info?.version ?? 'unknown');
 process.stderr.write(`nats-server ${version} (${BINARY})\n`);
@@ -338,4 +504,5 @@ figures['server_version'] = version;
 if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
+if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks);
 process.stdout.write(JSON.stringify(figures) + '\n');

@@ -43,6 +43,11 @@ export const USAGE = `usage: npm run bench -- [options]
   --cluster              also run the throughput_100 rounds on a three-node nats-server cluster on loopback
                          with HOOKSTREAM_REPLICAS=3: throughput_100_r3, ratio_100_r3
   --cpu-prof DIR         write V8 CPU profiles of the service process into DIR
+  --phase-prof DIR       write a V8 CPU profile of the service for each measured steady phase (latency
+                         repetitions, sweep steps) into DIR as <phase>.cpuprofile, with <phase>.json: its
+                         deliveries and the CPU of the service and nats-server (read with bench/profile-table.ts)
+  --nats-prof-port PORT  with --phase-prof, also fetch nats-server's CPU profile of each phase as
+                         <phase>.nats.pprof from this profiling port (a NATS_SERVER_BIN that adds --profile PORT)
   --keep                 keep the service logs, NATS stores and databases (printed at the end)
   -h, --help             this text
 
@@ -62,6 +67,8 @@ export interface Options {
   rate: number;
   sweep: number[];
   cpuProf: string | undefined;
+  phaseProf: string | undefined;
+  natsProfPort: number | undefined;
   keep: boolean;
   split: boolean;
   cluster: boolean;
@@ -90,6 +97,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
         rate: { type: 'string' },
         sweep: { type: 'string' },
         'cpu-prof': { type: 'string' },
+        'phase-prof': { type: 'string' },
+        'nats-prof-port': { type: 'string' },
         keep: { type: 'boolean' },
         split: { type: 'boolean' },
         cluster: { type: 'boolean' },
@@ -109,6 +118,7 @@ export function parseOptions(argv: string[]): Options | 'help' {
     only.add(s as Scenario);
   }
   if (only.size === 0) throw new UsageError('--only names no scenario');
+  if (v['nats-prof-port'] !== undefined && v['phase-prof'] === undefined) throw new UsageError('--nats-prof-port needs --phase-prof DIR');
   const roles = v.roles ?? 'router,delivery,deadletter';
   for (const r of ['router', 'delivery']) if (!roles.split(',').includes(r)) throw new UsageError(`--roles must include ${r}: the bench measures delivery`);
   return {
@@ -118,6 +128,8 @@ export function parseOptions(argv: string[]): Options | 'help' {
     rate: positiveInt('rate', v.rate, 1000, 100_000),
     sweep: (v.sweep ?? '1000,2000,3000,4000,5000,6000,8000').split(',').map((x) => positiveInt('sweep', x.trim(), 1000, 100_000)),
     cpuProf: v['cpu-prof'],
+    phaseProf: v['phase-prof'],
+    natsProfPort: v['nats-prof-port'] === undefined ? undefined : positiveInt('nats-prof-port', v['nats-prof-port'], 0, 65_535),
     keep: v.keep ?? false,
     split: v.split ?? false,
     cluster: v.cluster ?? false,

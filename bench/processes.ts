@@ -77,6 +77,10 @@ export interface ServiceProcess {
   loopReset(): void;
   /** Event-loop delay and GC pauses since loopReset (the worst process's, with --split). */
   loopStats(): Promise<LoopStats>;
+  /** Starts a V8 CPU profile in every service process (--phase-prof). */
+  profileStart(): Promise<void>;
+  /** Stops it and writes `<prefix>.cpuprofile` (`<prefix>.<i>.cpuprofile` per process with --split). */
+  profileStop(prefix: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -101,15 +105,21 @@ export async function startServiceProcess(group: ServiceSetup, opts: ServiceOpti
   const children = await Promise.all(roleSets.map((roles) => startChild(group, opts, roles, timeoutMs)));
   const readyMs = performance.now() - started;
   let nextId = 1;
-  const ask = (c: ChildProcess) => new Promise<LoopStats>((resolve, reject) => {
+  /** Sends `cmd` with a fresh id and resolves with the child's answer of `type` to that id. */
+  const request = <T extends ServiceChildMessage>(c: ChildProcess, cmd: (id: number) => ServiceChildCommand, type: T['type'], timeoutMs: number) => new Promise<T>((resolve, reject) => {
     const id = nextId++;
-    const timer = setTimeout(() => { c.off('message', on); reject(new Error('service: no loop stats within 10 s')); }, 10_000);
+    const timer = setTimeout(() => { c.off('message', on); reject(new Error(`service: no ${type} answer within ${timeoutMs / 1000} s`)); }, timeoutMs);
     const on = (m: ServiceChildMessage) => {
-      if (m.type === 'loop-stats' && m.id === id) { clearTimeout(timer); c.off('message', on); resolve(m.stats); }
+      if (m.type === type && 'id' in m && m.id === id) { clearTimeout(timer); c.off('message', on); resolve(m as T); }
     };
     c.on('message', on);
-    c.send({ type: 'loop-stats', id } satisfies ServiceChildCommand);
+    c.send(cmd(id));
   });
+  const ask = async (c: ChildProcess) => (await request<ServiceChildMessage & { type: 'loop-stats' }>(c, (id) => ({ type: 'loop-stats', id }), 'loop-stats', 10_000)).stats;
+  const profileCall = async (c: ChildProcess, cmd: (id: number) => ServiceChildCommand) => {
+    const r = await request<ServiceChildMessage & { type: 'profile' }>(c, cmd, 'profile', 60_000);
+    if (r.error) throw new Error(`service profile: ${r.error}`);
+  };
   return {
     pids: children.map((c) => c.child.pid!), readyMs,
     loopReset: () => { for (const c of children) c.child.send({ type: 'loop-reset' } satisfies ServiceChildCommand); },
@@ -117,6 +127,12 @@ export async function startServiceProcess(group: ServiceSetup, opts: ServiceOpti
       const all = await Promise.all(children.map((c) => ask(c.child)));
       // With --split, the worse of the two processes on each figure.
       return all.reduce((a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, Math.max(a[k as keyof LoopStats], b[k as keyof LoopStats])])) as unknown as LoopStats);
+    },
+    profileStart: async () => { await Promise.all(children.map((c) => profileCall(c.child, (id) => ({ type: 'profile-start', id })))); },
+    profileStop: async (prefix) => {
+      await Promise.all(children.map((c, i) => profileCall(c.child, (id) => ({
+        type: 'profile-stop', id, file: `${prefix}${children.length > 1 ? `.${i}` : ''}.cpuprofile`,
+      }))));
     },
     stop: async () => { await Promise.all(children.map((c) => c.stop())); },
   };

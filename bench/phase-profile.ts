@@ -1,0 +1,40 @@
+// --phase-prof: a V8 CPU profile of the service over one measured steady phase, nats-server's (Go pprof,
+// from its profiling port, --nats-prof-port) over the same seconds, and what the phase delivered with the
+// CPU each process spent, so bench/profile-table.ts can say how many µs a delivery took and where.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cpuTicksOf, TICKS } from './metering.ts';
+import type { ServiceProcess } from './processes.ts';
+
+/** What `<phase>.json` beside the profiles holds. */
+export interface PhaseFacts {
+  phase: string;
+  rate: number;
+  seconds: number;
+  deliveries: number;
+  service_cpu_s: number;
+  nats_cpu_s: number;
+}
+
+export async function phaseProfile(dir: string, natsPort: number | undefined, phase: string, seconds: number, service: ServiceProcess, natsPids: number[]) {
+  mkdirSync(dir, { recursive: true });
+  await service.profileStart();
+  const nats = natsPort === undefined ? undefined : fetch(`http://127.0.0.1:${natsPort}/debug/pprof/profile?seconds=${seconds}`).then(async (r) => {
+    if (!r.ok) throw new Error(`nats-server profile: HTTP ${r.status}`);
+    writeFileSync(join(dir, `${phase}.nats.pprof`), Buffer.from(await r.arrayBuffer()));
+  });
+  const t0 = performance.now();
+  const service0 = cpuTicksOf(service.pids);
+  const nats0 = cpuTicksOf(natsPids);
+  return {
+    async stop(deliveries: number, rate: number): Promise<void> {
+      const facts: PhaseFacts = {
+        phase, rate, seconds: (performance.now() - t0) / 1000, deliveries,
+        service_cpu_s: (cpuTicksOf(service.pids) - service0) / TICKS, nats_cpu_s: (cpuTicksOf(natsPids) - nats0) / TICKS,
+      };
+      await service.profileStop(join(dir, phase));
+      await nats;
+      writeFileSync(join(dir, `${phase}.json`), JSON.stringify(facts));
+    },
+  };
+}
