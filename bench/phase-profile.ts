@@ -16,20 +16,25 @@ export interface PhaseFacts {
   nats_cpu_s: number;
 }
 
-export async function phaseProfile(dir: string, natsPort: number | undefined, phase: string, seconds: number, service: ServiceProcess, natsPids: number[]) {
+export async function phaseProfile(
+  dir: string, natsPort: number | undefined, phase: string, seconds: number, service: ServiceProcess, natsPids: number[],
+  /** Deliveries answered so far, in any phase. */
+  answered: () => Promise<number>,
+) {
   mkdirSync(dir, { recursive: true });
   await service.profileStart();
   const nats = natsPort === undefined ? undefined : fetch(`http://127.0.0.1:${natsPort}/debug/pprof/profile?seconds=${seconds}`).then(async (r) => {
     if (!r.ok) throw new Error(`nats-server profile: HTTP ${r.status}`);
     writeFileSync(join(dir, `${phase}.nats.pprof`), Buffer.from(await r.arrayBuffer()));
   });
+  const answered0 = await answered();
   const t0 = performance.now();
   const service0 = cpuTicksOf(service.pids);
   const nats0 = cpuTicksOf(natsPids);
   return {
-    async stop(deliveries: number, rate: number): Promise<void> {
+    async stop(rate: number): Promise<void> {
       const facts: PhaseFacts = {
-        phase, rate, seconds: (performance.now() - t0) / 1000, deliveries,
+        phase, rate, seconds: (performance.now() - t0) / 1000, deliveries: (await answered()) - answered0,
         service_cpu_s: (cpuTicksOf(service.pids) - service0) / TICKS, nats_cpu_s: (cpuTicksOf(natsPids) - nats0) / TICKS,
       };
       await service.profileStop(join(dir, phase));

@@ -43,6 +43,8 @@ const servers: Server[] = [];
 const modes: PortMode[] = [];
 const hanging = new Set<ServerResponse>();
 const phases = new Map<string, Phase>();
+/** Every 2xx answered, whatever its phase: `count` of the phase `*`. */
+let answered = 0;
 
 function phaseOf(name: string): Phase {
   let p = phases.get(name);
@@ -69,6 +71,7 @@ function listen(index: number): Promise<number> {
       const at = now();
       const phase = phaseOf(PHASE.exec(body)?.[1] ?? '');
       phase.count++;
+      answered++;
       if (phase.first === 0) phase.first = at;
       phase.last = at;
       const sent = SENT.exec(body)?.[1];
@@ -116,7 +119,7 @@ async function handle(m: ReceiverCommand): Promise<ReceiverReply> {
       }
       return { id: m.id, ok: true };
     case 'count':
-      return { id: m.id, ok: true, count: phaseOf(m.phase).count };
+      return { id: m.id, ok: true, count: m.phase === '*' ? answered : phaseOf(m.phase).count };
     case 'stats':
       return { id: m.id, ok: true, stats: stats(m.phase, m.ports) };
     case 'stop':
