@@ -344,7 +344,7 @@ async function scale(counts: number[]): Promise<void> {
 //   ref           as copy, but the copy carries the event's EVENTS sequence and no body; the deliverer
 //                 direct-gets the body, then acks
 //   direct-noack  as direct with AckNone: no ack per delivery (retries would need a ledger of the client's)
-//   direct-ackall as direct with AckAll: one ack per endpoint per event-loop turn, for its newest delivery
+//   direct-ackall as direct with AckAll: one ack per endpoint every 10 ms, for its newest delivery
 const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall'] as const;
 type Shape = (typeof SHAPES)[number];
 const SHAPE_SHARDS = 128;
@@ -417,7 +417,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number): Promise<voi
         onMessage: (m) => {
           if (shapeName === 'direct-noack') return delivered();
           if (shapeName === 'direct-ackall') {
-            if (newest.size === 0) setImmediate(flushNewest);
+            if (newest.size === 0) setTimeout(flushNewest, 10);
             newest.set(e, m);
             return delivered();
           }

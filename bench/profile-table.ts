@@ -1,12 +1,14 @@
 // Where a delivery's CPU goes, from V8 CPU profiles (.cpuprofile JSON: `npm run bench -- --phase-prof DIR`,
-// or `--cpu-prof DIR`):
+// or `--cpu-prof DIR`), or from nats-server's (.pprof, `--nats-prof-port`; read with `go tool pprof`):
 //   node bench/profile-table.ts DIR/steady0.cpuprofile [more.cpuprofile ...] [--top N]
+//   node bench/profile-table.ts DIR/steady0.nats.pprof [more.nats.pprof ...]
 // Two tables, summed over the files given: self time by module (project source file, npm package, Node
 // internal, V8's own entries), and every sample charged to the part of the delivery path it works for
 // (the nearest project frame on its stack that names one, see PARTS), with the functions it spent most in.
 // With the `<phase>.json` the bench writes beside each profile, shares become µs per delivery: each share
 // of the sampled time times the process's CPU per delivery from /proc (samples are taken on wall time, so
 // on a busy machine a descheduled thread still collects them; the shares hold, their sum does not).
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import type { PhaseFacts } from './phase-profile.ts';
@@ -119,13 +121,66 @@ function tally(profiles: CpuProfile[]): Tally {
   return t;
 }
 
+/** nats-server's work, by the first rule one of a sample's frames matches (Go function names). */
+const SERVER_PARTS: [part: string, frame: RegExp][] = [
+  ['profiling itself (block profile events)', /runtime\.(saveblockevent|blockevent)/],
+  ['consumer state files (written after acks)', /consumerFileStore\)\.(flushLoop|writeState)/],
+  ['store: removing acked work-queue messages', /\(\*fileStore\)\.(removeMsg|RemoveMsg|deleteMsg)|\(\*stream\)\.ackMsg/],
+  ['store: writing messages', /\(\*fileStore\)\.|\(\*msgBlock\)\./],
+  ['acks: processing', /processInboundAcks|processAckMsg|\(\*consumer\)\.processAck|processNak/],
+  ['consumers: pull requests, finding and sending messages', /\(\*consumer\)\.|signalConsumers/],
+  ['streams: taking publishes (dedupe, limits, publish acks)', /\(\*stream\)\.process(Inbound)?JetStreamMsg/],
+  ['JetStream API (info, direct get, consumer create)', /apiDispatch|\.js[A-Z]\w+Request|DirectGet|processDirect/],
+  ['connections: reading, parsing, routing', /\(\*client\)\.readLoop/],
+  ['connections: writing', /\(\*client\)\.(writeLoop|flushOutbound|flushClients)/],
+  ['Go GC', /gcBgMarkWorker|gcDrain|markroot|bgsweep|bgscavenge|gcStart/],
+  ['Go scheduler, timers, syscalls elsewhere', /./],
+];
+
+/** Samples (µs) by SERVER_PARTS, from `go tool pprof -traces`. */
+function serverTally(files: string[]): Map<string, number> {
+  const by = new Map<string, number>();
+  const unit: Record<string, number> = { ns: 1e-3, us: 1, µs: 1, ms: 1e3, s: 1e6 };
+  for (const file of files) {
+    const text = execFileSync('go', ['tool', 'pprof', '-traces', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, stdio: ['ignore', 'pipe', 'ignore'] });
+    for (const block of text.split(/^-+\+-+$/m).slice(1)) {
+      // 2.10 and later put pprof labels (stream, consumer) before the sample's value and first frame.
+      const lines = block.split('\n').map((l) => l.trim()).filter(Boolean);
+      const at = lines.findIndex((l) => /^[\d.]+(ns|us|µs|ms|s)\s/.test(l));
+      const m = /^([\d.]+)(ns|us|µs|ms|s)\s+(.*)$/.exec(lines[at] ?? '');
+      if (!m) continue;
+      const frames = [m[3]!, ...lines.slice(at + 1)];
+      const part = SERVER_PARTS.find(([, re]) => frames.some((f) => re.test(f)))![0];
+      by.set(part, (by.get(part) ?? 0) + Number(m[1]) * unit[m[2]!]!);
+    }
+  }
+  return by;
+}
+
+function serverMain(files: string[]): void {
+  const by = serverTally(files);
+  const total = [...by.values()].reduce((a, b) => a + b, 0);
+  const factsFiles = files.map((f) => f.replace(/\.nats\.pprof$/, '.json'));
+  const facts = factsFiles.every(existsSync) ? factsFiles.map((f) => JSON.parse(readFileSync(f, 'utf8')) as PhaseFacts) : undefined;
+  const deliveries = facts?.reduce((s, f) => s + f.deliveries, 0);
+  const perDelivery = deliveries ? (facts!.reduce((s, f) => s + f.nats_cpu_s, 0) * 1e6) / deliveries : undefined;
+  const out = perDelivery ? [`nats-server CPU (/proc) ${perDelivery.toFixed(0)} µs per delivery (${deliveries} deliveries)`] : [];
+  out.push('', '| nats-server | per delivery | share |', '|---|---|---|');
+  for (const [k, us] of [...by].sort((a, b) => b[1] - a[1])) {
+    out.push(`| ${k} | ${perDelivery ? `${((us / total) * perDelivery).toFixed(0)} µs` : `${(us / 1000).toFixed(0)} ms`} | ${((us / total) * 100).toFixed(1)} % |`);
+  }
+  process.stdout.write(out.join('\n') + '\n');
+}
+
 function main(): void {
   const args = process.argv.slice(2);
   const topAt = args.indexOf('--top');
   const top = topAt >= 0 ? Number(args[topAt + 1]) : 25;
+  const pprofs = args.filter((a) => a.endsWith('.pprof'));
+  if (pprofs.length > 0) return serverMain(pprofs);
   const files = args.filter((a, i) => a.endsWith('.cpuprofile') && i !== topAt + 1);
   if (files.length === 0) {
-    process.stderr.write('usage: node bench/profile-table.ts FILE.cpuprofile [...] [--top N]\n');
+    process.stderr.write('usage: node bench/profile-table.ts FILE.cpuprofile [...] [--top N] | FILE.pprof [...]\n');
     process.exit(2);
   }
   const t = tally(files.map((f) => JSON.parse(readFileSync(f, 'utf8')) as CpuProfile));
