@@ -3,6 +3,7 @@
 // CPU each process spent, so bench/profile-table.ts can say how many µs a delivery took and where.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { cpuTicksOf, TICKS } from './metering.ts';
 import type { ServiceProcess } from './processes.ts';
 
@@ -14,12 +15,25 @@ export interface PhaseFacts {
   deliveries: number;
   service_cpu_s: number;
   nats_cpu_s: number;
+  /** Messages stored in the window, by stream (DELIVERIES_<n> summed as DELIVERIES_*). */
+  stored: Record<string, number>;
+}
+
+/** Every stream's last sequence, the delivery shards summed as one. */
+async function lastSeqs(jsm: JetStreamManager): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for await (const si of jsm.streams.list()) {
+    const name = si.config.name.replace(/^DELIVERIES_\d+$/, 'DELIVERIES_*');
+    out[name] = (out[name] ?? 0) + si.state.last_seq;
+  }
+  return out;
 }
 
 export async function phaseProfile(
   dir: string, natsPort: number | undefined, phase: string, seconds: number, service: ServiceProcess, natsPids: number[],
   /** Deliveries answered so far, in any phase. */
   answered: () => Promise<number>,
+  jsm: JetStreamManager,
 ) {
   mkdirSync(dir, { recursive: true });
   await service.profileStart();
@@ -27,6 +41,7 @@ export async function phaseProfile(
     if (!r.ok) throw new Error(`nats-server profile: HTTP ${r.status}`);
     writeFileSync(join(dir, `${phase}.nats.pprof`), Buffer.from(await r.arrayBuffer()));
   });
+  const stored0 = await lastSeqs(jsm);
   const answered0 = await answered();
   const t0 = performance.now();
   const service0 = cpuTicksOf(service.pids);
@@ -35,8 +50,10 @@ export async function phaseProfile(
     async stop(rate: number): Promise<void> {
       const facts: PhaseFacts = {
         phase, rate, seconds: (performance.now() - t0) / 1000, deliveries: (await answered()) - answered0,
-        service_cpu_s: (cpuTicksOf(service.pids) - service0) / TICKS, nats_cpu_s: (cpuTicksOf(natsPids) - nats0) / TICKS,
+        service_cpu_s: (cpuTicksOf(service.pids) - service0) / TICKS, nats_cpu_s: (cpuTicksOf(natsPids) - nats0) / TICKS, stored: {},
       };
+      const stored1 = await lastSeqs(jsm);
+      facts.stored = Object.fromEntries(Object.entries(stored1).map(([k, v]) => [k, v - (stored0[k] ?? 0)]).filter(([, v]) => v !== 0));
       await service.profileStop(join(dir, phase));
       await nats;
       writeFileSync(join(dir, `${phase}.json`), JSON.stringify(facts));

@@ -200,6 +200,9 @@ function main(): void {
     out.push(`${facts.map((f) => f.phase).join(', ')}: ${deliveries} deliveries in ${sum('seconds').toFixed(1)} s (${(deliveries / sum('seconds')).toFixed(0)}/s)`);
     out.push(`service CPU (/proc) ${cpuPerDelivery.toFixed(0)} µs per delivery; nats-server ${((sum('nats_cpu_s') * 1e6) / deliveries).toFixed(0)} µs`);
     out.push(`main thread sampled busy ${((busyUs / t.totalUs) * 100).toFixed(0)} % of the window`);
+    const stored: Record<string, number> = {};
+    for (const f of facts) for (const [k, v] of Object.entries(f.stored ?? {})) stored[k] = (stored[k] ?? 0) + v;
+    out.push(`messages stored per delivery: ${Object.entries(stored).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${(v / deliveries).toFixed(2)}`).join(', ')}`);
   }
   const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
   out.push('', '| part of the delivery path | per delivery | share | mostly in |', '|---|---|---|---|');

@@ -1,6 +1,7 @@
 // The steady phases of the e100 group: events at a steady rate, each to one endpoint. latency (all
 // endpoints healthy), the max_rate_1to1 sweep (rising rates until one is not held), and isolation (half
 // of the endpoints black-holed, then answering 500), in that order.
+import { jetstreamManager } from '@nats-io/jetstream';
 import { ORG_EVENTS, type EndpointPlan, type Group } from '../group.ts';
 import { publishSteady } from '../load.ts';
 import { cpuMeter } from '../metering.ts';
@@ -30,7 +31,7 @@ export async function steadyScenarios(ctx: {
     await publishSteady(group.js, steadySubject, rate, 1, `${phase}-warm`);
     service.loopReset();
     // Profiled phases count every delivery answered in the window, also an earlier phase's (a backlog).
-    const prof = opts.phaseProf ? await phaseProfile(opts.phaseProf, opts.natsProfPort, phase, seconds, service, group.natsPids(), () => receivers.count('*')) : undefined;
+    const prof = opts.phaseProf ? await phaseProfile(opts.phaseProf, opts.natsProfPort, phase, seconds, service, group.natsPids(), () => receivers.count('*'), await jetstreamManager(group.nc)) : undefined;
     const meter = cpuMeter(group, receivers);
     const t0 = performance.now();
     const pub = await publishSteady(group.js, steadySubject, rate, seconds, phase);
