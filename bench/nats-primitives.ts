@@ -463,8 +463,11 @@ async function shape(shapeName: Shape, n: number, webhooks: number): Promise<voi
       const cpu0 = process.cpuUsage();
       const server0 = cpuTicks(server.pid);
       t0 = performance.now();
-      const timeout = sleep(180_000).then(() => { throw new Error(`${tag}: ${count.delivered} of ${events} delivered in 180 s`); });
-      await Promise.race([all, timeout]);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${tag}: ${count.delivered} of ${events} delivered in 180 s`)), 180_000);
+      });
+      await Promise.race([all, timeout]).finally(() => clearTimeout(timer));
       const wall = (performance.now() - t0) / 1000;
       const cpu = process.cpuUsage(cpu0);
       const serverS = (cpuTicks(server.pid) - server0) / TICKS;
