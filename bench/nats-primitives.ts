@@ -2,6 +2,7 @@
 // whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
 // nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
 //   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
+//   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
@@ -340,7 +341,7 @@ async function scale(counts: number[]): Promise<void> {
 //                 all, into its endpoint's work queue (DELIVERIES_<shard>, 128 shards), acking the event
 //                 once the copy is stored; the endpoint's consumer reads the copy
 //   direct        the design card's: each endpoint's consumer reads EVENTS through its filter subjects
-//                 (two filters on ≥ 2.10, its event type and user.updated; one on 2.9), no router
+//                 (two on ≥ 2.10: its event type and user.updated, never published here; one on 2.9), no router
 //   ref           as copy, but the copy carries the event's EVENTS sequence and no body; the deliverer
 //                 direct-gets the body, then acks
 //   direct-noack  as direct with AckNone: no ack per delivery (retries would need a ledger of the client's)
@@ -370,7 +371,6 @@ async function shape(shapeName: Shape, n: number, webhooks: number): Promise<voi
       duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
     });
     const ids = Array.from({ length: n }, (_, i) => `ep_${String(i).padStart(6, '0')}`);
-    const subjectOf = (e: number) => shapeSubject(e);
     const endpointOf = (subject: string) => {
       const [, t, j] = /^events\.t(\d+)\.e(\d)$/.exec(subject) ?? [];
       return Number(t) * 10 + Number(j);
@@ -391,10 +391,10 @@ async function shape(shapeName: Shape, n: number, webhooks: number): Promise<voi
           await jsm.consumers.add(deliveryAddress(id, SHAPE_SHARDS).stream, endpointConsumer(id, { shards: SHAPE_SHARDS, retrySchedule: SHAPE_SCHEDULE, maxQueued: 100_000 }));
           continue;
         }
-        const tenant = subjectOf(e).split('.')[1]!;
+        const tenant = shapeSubject(e).split('.')[1]!;
         await jsm.consumers.add('EVENTS', {
           durable_name: id, ack_policy: ackPolicy, deliver_policy: DeliverPolicy.All, max_ack_pending: 100_000,
-          ...(manyFilters ? { filter_subjects: [subjectOf(e), `events.${tenant}.user_updated`] } : { filter_subject: subjectOf(e) }),
+          ...(manyFilters ? { filter_subjects: [shapeSubject(e), `events.${tenant}.user.updated`] } : { filter_subject: shapeSubject(e) }),
           ...(ackPolicy === AckPolicy.None ? {} : { ack_wait: nanos(SHAPE_SCHEDULE[0]!), backoff: SHAPE_SCHEDULE.map(nanos), max_deliver: SHAPE_SCHEDULE.length + 1 }),
         });
       }
