@@ -4,7 +4,8 @@
 // endpoint's consumer too.
 import test from 'ava';
 import { isRetiredRateLimitStream, rateBuckets } from '../streams/rate-limits.ts';
-import { eventually } from './helpers/service.ts';
+import { eventually, queuedDeliveries } from './helpers/service.ts';
+import { watchRateTokens } from './helpers/rate-tokens.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../streams/attempts.ts';
@@ -170,20 +171,27 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
   const r = await h.receiver(() => 200);
   const { endpoint } = await h.store.create('tenant_rate' as TenantId, { url: r.url, events: ['*'], rate_limit: 5 });
   t.is(endpoint.rateLimit, 5);
+  const tokens = await watchRateTokens(h.service.js, h.service.jsm, endpoint.id, 5);
+  t.teardown(() => tokens.stop());
   // Both instances run a pull loop on the endpoint's consumer before the backlog arrives.
   await eventually(() => second.directory?.get(endpoint.id as EndpointId) ? true : undefined, 10_000, 'the second instance to see the endpoint');
   await new Promise((res) => setTimeout(res, 500));
   const started = Date.now();
   await publish('tenant_rate', 30);
-  const got = await r.waitFor(30, 30_000);
+  await eventually(() => (new Set(r.received.map((x) => x.headers['webhook-id'])).size === 30 ? true : undefined), 30_000,
+    'the 30 deliveries');
   const elapsed = Date.now() - started;
-  await new Promise((res) => setTimeout(res, 1500));
-  t.is(r.received.length, 30, 'every delivery once: no retries');
-  t.is(new Set(got.map((x) => x.headers['webhook-id'])).size, 30);
-  const at = got.map((x) => x.at).sort((a, b) => a - b);
-  let worst = 0;
-  for (let i = 0; i < at.length; i++) worst = Math.max(worst, at.filter((x) => x >= at[i]! && x < at[i]! + 1000).length);
-  t.true(worst <= 5, `${worst} requests within one second`);
+  // Every delivery acknowledged: the work queue holds none of them.
+  await eventually(async () => ((await queuedDeliveries(h, endpoint.id)) === 0 ? true : undefined), 10_000, 'an empty work queue');
+  // At least once: a process stalled past the 300 ms ack wait (a loaded machine) has a delivery sent again,
+  // under its webhook-id. Such repeats are rare; a retry schedule followed (a failure) would not be.
+  t.true(r.received.length - 30 <= 3, `${r.received.length - 30} repeated deliveries of 30`);
+  // Every attempt went out on a token, and the tokens (stamped by the server, not by this process, whose
+  // stalls bunch the arrivals its receiver sees) hold the limit across both instances.
+  await eventually(() => (tokens.times().length >= r.received.length ? true : undefined), 5000,
+    `a token for each of the ${r.received.length} attempts (${tokens.times().length} seen)`);
+  const worst = tokens.worstWindow(1000);
+  t.true(worst <= 5, `${worst} attempts started within one second`);
   t.true(elapsed >= 5000, `30 deliveries at 5/s took ${elapsed} ms`);
   const failed = await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: `attempts.${endpoint.id}.>` });
   t.deepEqual(failed.state.subjects ?? {}, {}, 'no failed attempt recorded');
