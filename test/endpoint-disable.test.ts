@@ -7,6 +7,7 @@ import test from 'ava';
 import type { Msg, Subscription } from '@nats-io/nats-core';
 import { eventually, queuedDeliveries } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { applyEndpointEvent, EndpointStatus } from '../src/domain/endpoint.ts';
@@ -60,7 +61,12 @@ test('410 Gone disables the endpoint: nothing is sent afterwards, deliveries are
   await publish('tenant_gone', 'user.updated');
   await publish('tenant_gone', 'user.deleted');
   await eventually(async () => ((await queued(ep.id)) === 3 ? true : undefined), 10_000, 'three held deliveries');
-  await sleep(1500);
+  // Held, not just not yet sent: the two new ones wait at the endpoint's consumer and no instance pulls.
+  const { stream } = deliveryAddress(ep.id, h.config.deliveryShards);
+  await eventually(async () => {
+    const ci = await h.service.jsm.consumers.info(stream, ep.id);
+    return ci.num_waiting === 0 && ci.num_pending >= 2 ? true : undefined;
+  }, 10_000, 'the consumer left unpulled');
   t.is(r.received.length, 1, 'nothing sent while disabled');
   t.is(await queued(ep.id), 3);
   const listed = await c.get('/v1/webhooks');
