@@ -5,7 +5,7 @@
 // the key (DATA_KEYS: secure erase) on any node. Each node's raft log of a stream keeps what was written
 // until the stream's group snapshots and compacts it: the test waits for that and says how long it took.
 import test from 'ava';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { join, relative } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { startNatsCluster, CLUSTER_PASSWORDS, REPLICAS_SUPPORTED, type NatsCluster } from '../helpers/nats-cluster.ts';
@@ -21,14 +21,33 @@ import { generateKeys, initSodium, instanceEnv, startInstance } from './harness.
 
 const withInstances = REPLICAS_SUPPORTED ? test.serial : test.serial.skip;
 
+/** The files below `dir`; a file or folder the server removes meanwhile (a raft log compacted) is skipped. */
+function filesBelow(dir: string): string[] {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return entries.flatMap((d) => (d.isDirectory() ? filesBelow(join(dir, d.name)) : d.isFile() ? [join(dir, d.name)] : []));
+}
+
 /** Files of every node holding `needle`, as `<node>/<path in its store>`. */
 function onDisk(cluster: NatsCluster, needle: Uint8Array | string): string[] {
   const bytes = Buffer.from(needle);
   const out: string[] = [];
   for (const node of cluster.nodes) {
-    for (const f of readdirSync(node.storeDir, { recursive: true, encoding: 'utf8' })) {
-      const path = join(node.storeDir, f);
-      if (statSync(path, { throwIfNoEntry: false })?.isFile() && readFileSync(path).includes(bytes)) out.push(`${node.name}/${relative(node.storeDir, path)}`);
+    for (const path of filesBelow(node.storeDir)) {
+      const content = (() => {
+        try {
+          return readFileSync(path);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+          throw e;
+        }
+      })();
+      if (content?.includes(bytes)) out.push(`${node.name}/${relative(node.storeDir, path)}`);
     }
   }
   return out;
