@@ -53,9 +53,11 @@ export const erase: Command = {
     '',
     'Removes the events, queued deliveries (which are then never delivered), attempt records, dead',
     "letters, their queued replays and rejected events of the tenant that carry the id, published before",
-    'the command ran, and prints how many it erased in each store. Copies already delivered to receivers',
-    "are not erased, and the bytes of deliveries acknowledged before stay in their queue's store file until",
-    'NATS drops its block (docs/erasure-and-retention.md, "What is left on disk after an erasure").',
+    'the command ran, and prints how many it erased in each store. It destroys the subject\'s data keys',
+    'first, so every sealed copy of its deliveries (acknowledged ones still in a queue\'s store file, replicas,',
+    'backups of the queues) can no longer be opened. Copies already delivered to receivers are not erased;',
+    "on a cluster each node's raft log keeps the destroyed key until it is compacted, minutes later",
+    '(docs/erasure-and-retention.md, "What is left on disk after an erasure").',
     'Running it again erases nothing more. Audited, with the id; the payloads are never logged.',
     'Asks the admin subject, as the operator user.',
   ].join('\n'),
@@ -72,6 +74,7 @@ export const erase: Command = {
     out.data(r, () => [
       `erased ${r.subject.kind} ${r.subject.id} of ${r.tenant} (events up to #${r.events_up_to_seq})`,
       table(['STORE', 'ERASED', 'NOTE'], [
+        ['data keys', s.data_keys.destroyed, 'every sealed copy under them no longer opens'],
         ['events (routed)', s.events.erased, `${s.index.entries} index entries read`],
         ['events (not yet routed)', s.unrouted_events.erased, `${s.unrouted_events.scanned} of the tenant scanned`],
         ['deliveries queued', s.deliveries.erased, `never delivered; ${s.deliveries.already_gone} were delivered (or dead) before`],
