@@ -2,7 +2,7 @@
 // whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
 // nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
 //   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
-//   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000]
+//   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
@@ -336,7 +336,8 @@ async function scale(counts: number[]): Promise<void> {
 // (f) Shapes of the delivery path: what each costs nats-server and the client per webhook, with one durable
 // consumer per endpoint and every endpoint answering at once (acked when it arrives: no HTTP, no signing,
 // so the figures are the queueing alone). Events go one to one, event i to endpoint i % n, published by a
-// child process (bench/publish-child.ts) so this process's CPU is the router's and the deliverers'.
+// child process (bench/publish-child.ts) so this process's CPU is the router's and the deliverers': a burst
+// (consumers that fall behind catch up from the stream), or with --rate a steady rate (consumers waiting).
 //   copy          today's: a router reads EVENTS through one consumer and copies each delivery, body and
 //                 all, into its endpoint's work queue (DELIVERIES_<shard>, 128 shards), acking the event
 //                 once the copy is stored; the endpoint's consumer reads the copy
@@ -360,9 +361,9 @@ const versionAtLeast = (v: string | undefined, major: number, minor: number) => 
   return a > major || (a === major && b >= minor);
 };
 
-async function shape(shapeName: Shape, n: number, webhooks: number): Promise<void> {
+async function shape(shapeName: Shape, n: number, webhooks: number, rate: number | undefined): Promise<void> {
   await withServer(async (nc, js, jsm, server) => {
-    const tag = `f_${shapeName}_${n}`;
+    const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}`;
     const direct = shapeName.startsWith('direct');
     const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
@@ -457,7 +458,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number): Promise<voi
       const all = new Promise<void>((r) => { reached = r; });
       const child = fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const started = new Promise<void>((r) => child.once('message', () => r()));
-      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512 };
+      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512, ...(rate ? { rate } : {}) };
       child.send(order);
       await started;
       const cpu0 = process.cpuUsage();
@@ -500,6 +501,8 @@ const shapeCounts = (opt('--endpoints') ?? '100,1000').split(',').map(Number);
 const shapeList = (opt('--shapes') ?? SHAPES.join(',')).split(',') as Shape[];
 for (const x of shapeList) if (!SHAPES.includes(x)) throw new Error(`--shapes: unknown shape ${x}; shapes are ${SHAPES.join(', ')}`);
 const webhooks = Number(opt('--webhooks') ?? 20_000);
+/** Events per second of the shapes' producer; absent: bursts, as fast as it can. */
+const shapeRate = opt('--rate') === undefined ? undefined : Number(opt('--rate'));
 
 const version = await withServer(async (nc) => nc.info?.version ?? 'unknown');
 process.stderr.write(`nats-server ${version} (${BINARY})\n`);
@@ -507,5 +510,5 @@ figures['server_version'] = version;
 if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
-if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks);
+if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks, shapeRate);
 process.stdout.write(JSON.stringify(figures) + '\n');
