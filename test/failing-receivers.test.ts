@@ -142,8 +142,7 @@ test.serial('a rate-limited endpoint rejecting one event type: the rate holds an
     'the ten user.updated behind ten failing user.deleted');
   // Every attempt went out on a token, and the tokens (stamped by the server, not by this process, whose
   // stalls bunch the arrivals its receiver sees) hold the limit.
-  await eventually(() => (tokens.times().length >= r.received.length ? true : undefined), 5000,
-    `a token for each of the ${r.received.length} attempts (${tokens.times().length} seen)`);
+  await tokens.waitFor(r.received.length);
   const worst = tokens.worstWindow(1000);
   t.true(worst <= 5, `${worst} attempts started within one second (limit 5)`);
 });

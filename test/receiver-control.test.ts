@@ -197,8 +197,7 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
   t.true(r.received.length - 30 < 15, `${r.received.length - 30} repeated deliveries of 30`);
   // Every attempt went out on a token, and the tokens (stamped by the server, not by this process, whose
   // stalls bunch the arrivals its receiver sees) hold the limit across both instances.
-  await eventually(() => (tokens.times().length >= r.received.length ? true : undefined), 5000,
-    `a token for each of the ${r.received.length} attempts (${tokens.times().length} seen)`);
+  await tokens.waitFor(r.received.length);
   const worst = tokens.worstWindow(1000);
   t.true(worst <= 5, `${worst} attempts started within one second`);
   t.true(elapsed >= 5000, `30 deliveries at 5/s took ${elapsed} ms`);

@@ -5,8 +5,8 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ensureRateLimitStream, rateBuckets, rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 
 export interface RateTokens {
-  /** Store times (ms, server clock) of the tokens seen so far, ascending. */
-  times(): number[];
+  /** Resolves once `count` tokens were seen (one per attempt made); rejects after `timeoutMs`. */
+  waitFor(count: number, timeoutMs?: number): Promise<void>;
   /** The most tokens stored within any `windowMs` (server clock). */
   worstWindow(windowMs?: number): number;
   stop(): void;
@@ -14,6 +14,7 @@ export interface RateTokens {
 
 /** Start before the first attempt: a token lives only about a second in its stream. */
 export async function watchRateTokens(js: JetStreamClient, jsm: JetStreamManager, endpoint: string, perSecond: number): Promise<RateTokens> {
+  /** Store times (ms, server clock) of the tokens seen so far. */
   const seen: number[] = [];
   const stops: (() => void)[] = [];
   for (const bucket of rateBuckets(perSecond)) {
@@ -27,11 +28,15 @@ export async function watchRateTokens(js: JetStreamClient, jsm: JetStreamManager
       for await (const m of messages) seen.push(Number(m.timestampNanos / 1_000_000n));
     })().catch(() => {});
   }
-  const times = () => [...seen].sort((a, b) => a - b);
   return {
-    times,
+    async waitFor(count, timeoutMs = 5000) {
+      for (const until = Date.now() + timeoutMs; seen.length < count;) {
+        if (Date.now() > until) throw new Error(`${seen.length} rate-limit tokens seen, for ${count} attempts`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
     worstWindow(windowMs = 1000) {
-      const at = times();
+      const at = [...seen].sort((a, b) => a - b);
       let worst = 0;
       for (let i = 0, j = 0; i < at.length; i++) {
         while (at[i]! - at[j]! >= windowMs) j++;
