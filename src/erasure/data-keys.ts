@@ -10,7 +10,7 @@
 // DATA_KEYS names no id, and the ref does not change when the master key is rotated (only the sealing does).
 // A body from before sealing (plain JSON) is delivered as it is: a sealed body starts with a NUL byte,
 // which JSON text never does.
-import { createHmac, hkdfSync, randomFillSync } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, randomFillSync, type KeyObject } from 'node:crypto';
 import sodium from 'libsodium-wrappers';
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
@@ -112,8 +112,8 @@ export function createDataKeys(deps: {
   /** Key by DATA_KEYS subject (one found missing is not remembered: a later event may create it). */
   const keys = new Map<string, Uint8Array>();
   const loading = new Map<string, Promise<Uint8Array | undefined>>();
-  /** A tenant's ref key. */
-  const refKeys = new Map<string, Buffer>();
+  /** A tenant's ref key (a KeyObject: createHmac with raw bytes makes one per call). */
+  const refKeys = new Map<string, KeyObject>();
   /** `tenant\0kind\0id` → ref. */
   const refs = new Map<string, string>();
   /** What the router seals under, by `tenant\0userId\0organizationId`: the body's head and its data key. */
@@ -171,7 +171,7 @@ export function createDataKeys(deps: {
     const at = `${tenant}\0${kind}\0${id}`;
     const known = refs.get(at);
     if (known) return known;
-    const refKey = refKeys.get(tenant) ?? remember(refKeys, tenant, Buffer.from(hkdfSync('sha256', tenantKey, new Uint8Array(0), REF_LABEL, 32)));
+    const refKey = refKeys.get(tenant) ?? remember(refKeys, tenant, createSecretKey(Buffer.from(hkdfSync('sha256', tenantKey, new Uint8Array(0), REF_LABEL, 32))));
     return remember(refs, at, createHmac('sha256', refKey).update(`${kind}\0${id}`).digest('hex').slice(0, 2 * REF_BYTES));
   }
 
