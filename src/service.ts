@@ -296,12 +296,12 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         testEvents,
       });
       let listening = `http://${config.host}:${config.port}`;
-      const { app } = createApi({
+      const { app, refuseEarly } = createApi({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, rateLimitPerSecond: config.rateLimitPerSecond, log: log.child({ role: 'api' }),
         authFailureBurst: config.authFailureBurst, authThrottled: metrics.authThrottled,
         portal, testEvents, sealer: new SecretSealer(keys.masterKey!, keys.previousMasterKey), publicUrl: () => config.publicUrl ?? listening,
       });
-      const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }) });
+      const server = await startApiServer(app, { host: config.host, port: config.port, log: log.child({ role: 'api' }), refuseEarly });
       api = server;
       listening = server.url;
       // Pushed after the roles it relies on, so it stops before them: no new commands while they wind down.

@@ -151,11 +151,14 @@ test.serial('bad keys from one address, and a good key over its rate, are refuse
     em.execute = ((...args: Parameters<typeof execute>) => { lookups++; return execute(...args); }) as typeof em.execute;
     return em;
   } } } as unknown as typeof real;
-  const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
+  // And the requests that reached Koa at all: a refused flood is answered before it (api/early.ts).
+  let reachedKoa = 0;
+  const { app, refuseEarly } = createApi({ publicUrl: () => 'http://127.0.0.1',
     orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 1000,
     authFailureBurst: 5, log: silentLogger, sealer: new SecretSealer(h.keys.masterKey), now: () => 1_000_000, // no refill: exact counts
   });
-  const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: silentLogger });
+  app.middleware.unshift(async (_ctx, next) => { reachedKoa++; await next(); });
+  const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: silentLogger, refuseEarly });
   t.teardown(() => server.close());
   const good = (await createApiKey(real.em.fork(), 'tenant_good' as TenantId)).key;
   const bad = (i: number) => ({ authorization: `Bearer hs_live_${String(i).padStart(43, 'x')}` });
@@ -167,9 +170,18 @@ test.serial('bad keys from one address, and a good key over its rate, are refuse
   for (let i = 5; i < 50; i++) statuses.push((await get('127.0.0.2', bad(i))).status);
   t.deepEqual(statuses, [...Array(5).fill(401), ...Array(45).fill(429)]);
   t.is(lookups, 5, 'the refused ones looked nothing up');
+  t.is(reachedKoa, 5, 'nor reached Koa');
   const throttled = await get('127.0.0.2', bad(99));
-  t.like(JSON.parse(throttled.body).error, { code: 'rate_limited' });
-  t.regex(String(throttled.headers['retry-after']), /^\d+$/);
+  t.deepEqual(JSON.parse(throttled.body), { error: { code: 'rate_limited', message: 'too many failed authentications from this address or for this key; retry in 1 s', details: [] } });
+  t.is(throttled.headers['retry-after'], '1');
+  t.is(throttled.headers['content-type'], 'application/json; charset=utf-8');
+  t.regex(String(throttled.headers['x-request-id']), /^req_[0-9a-z]{26}$/);
+  t.is((await get('127.0.0.2', { ...bad(98), 'x-request-id': 'caller-id.1' })).headers['x-request-id'], 'caller-id.1', "the caller's request id is kept");
+  const head = await requestFrom('127.0.0.2', `${server.url}/v1/webhooks`, { method: 'HEAD', headers: bad(97) });
+  t.is(head.status, 429);
+  t.is(head.body, '', 'HEAD: no body');
+  t.is((await get('127.0.0.2', {})).status, 429, 'no credential at all: the source is throttled too');
+  t.is(reachedKoa, 5);
 
   t.is((await get('127.0.0.1', { authorization: `Bearer ${good}` })).status, 200, 'a good key from another address works');
   t.is((await get('127.0.0.3', bad(100))).status, 429, 'the same key prefix from another address is refused too');
@@ -181,10 +193,18 @@ test.serial('bad keys from one address, and a good key over its rate, are refuse
     orm, store: h.store, waitForProjection: async () => {}, checkUrl: () => undefined, rateLimitPerSecond: 2,
     log: silentLogger, sealer: new SecretSealer(h.keys.masterKey), now: () => 1_000_000,
   });
-  const slowServer = await startApiServer(slow.app, { host: '127.0.0.1', port: 0, log: silentLogger });
+  let slowReachedKoa = 0;
+  slow.app.middleware.unshift(async (_ctx, next) => { slowReachedKoa++; await next(); });
+  const slowServer = await startApiServer(slow.app, { host: '127.0.0.1', port: 0, log: silentLogger, refuseEarly: slow.refuseEarly });
   t.teardown(() => slowServer.close());
   const rates: number[] = [];
   for (let i = 0; i < 5; i++) rates.push((await requestFrom('127.0.0.1', `${slowServer.url}/v1/webhooks`, { headers: { authorization: `Bearer ${good}` } })).status);
   t.deepEqual(rates, [200, 200, 429, 429, 429]);
   t.is(lookups, 9, 'two lookups: the refused requests made none');
+  // Those over the rate were refused before Koa.
+  t.is(slowReachedKoa, 2);
+  const over = await requestFrom('127.0.0.1', `${slowServer.url}/v1/webhooks`, { headers: { authorization: `Bearer ${good}` } });
+  t.deepEqual(JSON.parse(over.body), { error: { code: 'rate_limited', message: 'too many requests for this API key; retry in 1 s', details: [] } });
+  t.is(over.headers['retry-after'], '1');
+  t.is(slowReachedKoa, 2);
 });

@@ -15,6 +15,7 @@ import { errorEnvelope } from './envelope.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
 import { rejectQuery } from './query.ts';
 import { createRateLimiter, rateLimitByKey } from './rate-limit.ts';
+import { createEarlyRefusal, type RefuseEarly } from './early.ts';
 import type { ApiState } from './state.ts';
 import { webhookHandlers } from './webhooks.ts';
 import type { TestEvents } from '../endpoints/test-event.ts';
@@ -56,6 +57,8 @@ export interface RouteInfo {
 
 export interface Api {
   app: Koa<ApiState>;
+  /** For startApiServer: answers the requests the middleware would refuse 429 before Koa sees them (early.ts). */
+  refuseEarly: RefuseEarly;
   /** Every registered route (HEAD, which Koa answers for each GET, left out). */
   routes: RouteInfo[];
 }
@@ -109,13 +112,15 @@ export function createApi(deps: ApiDeps): Api {
     return next();
   });
   const throttle = deps.authFailureBurst === 0 ? undefined : createFailureThrottle({ burst: deps.authFailureBurst, now: deps.now });
+  const limiter = createRateLimiter({ perSecond: deps.rateLimitPerSecond, now: deps.now });
+  const onThrottled = () => deps.authThrottled?.inc({ surface: 'api' });
   // The key's request rate first: over it, a request is refused before the key is looked up.
-  app.use(rateLimitByKey(createRateLimiter({ perSecond: deps.rateLimitPerSecond, now: deps.now }), PUBLIC_PATHS));
-  app.use(requireApiKey(PUBLIC_PATHS, throttle, () => deps.authThrottled?.inc({ surface: 'api' })));
+  app.use(rateLimitByKey(limiter, PUBLIC_PATHS));
+  app.use(requireApiKey(PUBLIC_PATHS, throttle, onThrottled));
   app.use(router.routes());
   app.use(router.allowedMethods());
 
   const routes = router.stack.flatMap((layer) =>
     layer.methods.filter((m) => m !== 'HEAD').map((method) => ({ method, path: String(layer.path) })));
-  return { app, routes };
+  return { app, routes, refuseEarly: createEarlyRefusal({ limiter, throttle, publicPaths: PUBLIC_PATHS, onThrottled }) };
 }

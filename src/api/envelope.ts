@@ -77,7 +77,7 @@ export function renderError(e: unknown): RenderedError {
 export const newRequestId = (): string => `req_${newIdBody()}`;
 
 // An id the caller sent is kept (it ties their logs to ours) when it is short and plain.
-const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
+export const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
 
 /**
  * Outermost middleware: gives every request an x-request-id, turns thrown errors and the router's

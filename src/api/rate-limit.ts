@@ -84,6 +84,9 @@ export function createRateLimiter(opts: { perSecond: number; burst?: number; now
   };
 }
 
+/** The bucket of a presented API key: its digest, so the table holds no key. */
+export const keyDigest = (presented: string): string => createHash('sha256').update(presented).digest('base64');
+
 /**
  * 429 with retry-after once the presented key has spent its tokens, before the key is looked up: a flood
  * over the limit costs no database work. Buckets are kept by the key's digest; public paths are not limited.
@@ -93,7 +96,7 @@ export function rateLimitByKey(limiter: RateLimiter, publicPaths: ReadonlySet<st
     if (publicPaths.has(ctx.path)) return next();
     const presented = presentedKey(ctx.get('authorization'));
     if (presented !== undefined && isWellFormedKey(presented)) {
-      const taken = limiter.take(createHash('sha256').update(presented).digest('base64'));
+      const taken = limiter.take(keyDigest(presented));
       if (!taken.ok) throw rateLimited(taken.retryAfterSeconds);
     }
     return next();

@@ -8,6 +8,7 @@ import { ConfigError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { newRequestId } from './envelope.ts';
 import type { ApiState } from './state.ts';
+import type { RefuseEarly } from './early.ts';
 
 export interface ApiServer {
   /** Base URL, e.g. http://127.0.0.1:8080 */
@@ -37,10 +38,16 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   socket.end(response);
 }
 
-export async function startApiServer(app: Koa<ApiState>, opts: { host: string; port: number; log: Logger }): Promise<ApiServer> {
+export async function startApiServer(app: Koa<ApiState>, opts: {
+  host: string; port: number; log: Logger;
+  /** createApi's refuseEarly: floods over a rate or throttle answered before Koa. */
+  refuseEarly?: RefuseEarly;
+}): Promise<ApiServer> {
+  const handle = app.callback();
+  const { refuseEarly } = opts;
   // Without requireHostHeader Node would answer a Host-less HTTP/1.1 request itself, without the envelope;
   // the API does not use Host, so such a request goes through like any other.
-  const server: Server = createServer({ requireHostHeader: false }, app.callback());
+  const server: Server = createServer({ requireHostHeader: false }, refuseEarly ? (req, res) => { if (!refuseEarly(req, res)) void handle(req, res); } : handle);
   server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     const onError = (e: NodeJS.ErrnoException) => {

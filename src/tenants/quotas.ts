@@ -5,6 +5,7 @@
 // not a tenant's, and use the store itself.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createRateLimiter } from '../api/rate-limit.ts';
+import { withoutStack } from '../api/errors.ts';
 import { EndpointStatus } from '../domain/endpoint.ts';
 import type { TenantId } from '../domain/ids.ts';
 import type { EndpointStore } from '../endpoints/store.ts';
@@ -49,8 +50,9 @@ export function withTenantQuotas(store: EndpointStore, deps: {
     const { writesPerSecond } = await deps.limits.get(tenant);
     const taken = writes.take(tenant, writesPerSecond);
     if (!taken.ok) {
-      refuse(new QuotaExceededError('writesPerSecond', writesPerSecond,
-        `this tenant may make ${writesPerSecond} endpoint writes a second; retry in ${taken.retryAfterSeconds} s`, taken.retryAfterSeconds));
+      // Without a stack, as every refusal of ordinary traffic (api/errors.ts): a flooding tenant makes many.
+      refuse(withoutStack(() => new QuotaExceededError('writesPerSecond', writesPerSecond,
+        `this tenant may make ${writesPerSecond} endpoint writes a second; retry in ${taken.retryAfterSeconds} s`, taken.retryAfterSeconds)));
     }
   };
   // Counted from the projection, which may lag a command or two: concurrent creates can pass the limit by
