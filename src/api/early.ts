@@ -4,8 +4,10 @@
 // error object or stack, no log line. Under a flood these are nearly all the requests, and going through
 // Koa they took the CPU every other tenant's requests needed. This only looks (peek, check): it takes no
 // token and counts no failure, so what it lets through meets the middleware (rate-limit.ts, auth.ts),
-// which decides exactly as before.
+// which decides exactly as before. A connection that keeps asking without waiting its retry-after gets
+// its next refusals only once that time has passed (IGNORED_WITHIN_MS).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { isWellFormedKey, keyPrefix } from '../apikeys/key.ts';
 import { activeTraceFields, TRACE_ID_HEADER, tracing } from '../telemetry/tracing.ts';
 import { presentedKey } from './auth.ts';
@@ -19,13 +21,31 @@ export type RefuseEarly = (req: IncomingMessage, res: ServerResponse) => boolean
 
 /** Bodies kept, by message (one per retry-after value in practice). */
 const MAX_BODIES = 64;
+/**
+ * A connection refused here again within this long after its last 429 ignored that 429's retry-after (at
+ * least 1 s): its refusals are held until their retry-after (HOLD_MS at most) before they are sent. A
+ * client that loops without waiting then makes one request a second per connection instead of thousands;
+ * one that waits as told is never held.
+ */
+export const IGNORED_WITHIN_MS = 1000;
+export const HOLD_MS = 1000;
+/** Refusals held at once, at most; past it they are sent at once (holding costs a timer and a socket). */
+export const MAX_HELD = 1000;
 
 export function createEarlyRefusal(deps: {
   limiter: RateLimiter;
   throttle: FailureThrottle | undefined;
   publicPaths: ReadonlySet<string>;
   onThrottled?: () => void;
+  /** Clock (ms) and timer of the holds (tests drive them). */
+  now?: () => number;
+  hold?: (send: () => void, ms: number) => void;
 }): RefuseEarly {
+  const now = deps.now ?? (() => performance.now());
+  const hold = deps.hold ?? ((send, ms) => void setTimeout(send, ms));
+  /** When each connection was last sent a refusal from here. */
+  const refusedAt = new WeakMap<Socket, number>();
+  let held = 0;
   const bodies = new Map<string, Buffer>();
   const bodyOf = (message: string) => {
     let b = bodies.get(message);
@@ -45,8 +65,20 @@ export function createEarlyRefusal(deps: {
     ];
     const trace = tracing.on ? activeTraceFields() : undefined;
     if (trace) headers.push(TRACE_ID_HEADER, trace.trace_id);
-    res.writeHead(429, headers);
-    res.end(req.method === 'HEAD' ? undefined : body);
+    const { socket } = req;
+    const send = () => {
+      // The client gave up while its refusal was held.
+      if (socket.destroyed) return;
+      refusedAt.set(socket, now());
+      res.writeHead(429, headers);
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    const last = refusedAt.get(socket);
+    if (last === undefined || now() - last >= IGNORED_WITHIN_MS || held >= MAX_HELD) send();
+    else {
+      held++;
+      hold(() => { held--; send(); }, Math.min(HOLD_MS, retryAfterSeconds * 1000));
+    }
     return true;
   };
 
