@@ -14,6 +14,7 @@ import { ensureEndpointSnapshotsStream } from './endpoint-snapshots.ts';
 import { ensureErasureIndexStream } from './erasure-index.ts';
 import { ensureAttemptLogStream } from './attempt-log.ts';
 import { ensureDataKeysStream } from './data-keys.ts';
+import { ensureRouterDrainsStream } from './router-drains.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -54,6 +55,7 @@ export async function ensureStreams(
       await ensureErasureIndexStream(jsm, o);
       await ensureAttemptLogStream(jsm, o);
       await ensureDataKeysStream(jsm, o);
+      await ensureRouterDrainsStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

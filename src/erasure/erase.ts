@@ -14,6 +14,7 @@ import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import { messagesOf } from './by-subject.ts';
 import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
+import { drainFloor } from '../router/drains.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
 import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
 import { RejectedHeader, REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
@@ -118,7 +119,9 @@ export function createErasure(deps: {
       // 1. Not yet routed: the tenant's events past the router's ack floor. An event that does not parse
       //    (it will be rejected) is erased when its body holds the id as a JSON string.
       const quoted = JSON.stringify(subject.id);
-      const { floor } = await routerFloor();
+      // A tenant being drained (src/router/drains.ts) has unrouted events below the floor too: from its drain's place.
+      const { floor: consumerFloor } = await routerFloor();
+      const floor = Math.min(consumerFloor, await drainFloor(jsm, tenant) ?? Infinity);
       for await (const m of bySubject(EVENTS_STREAM, `events.${tenant}.>`, floor + 1, boundary)) {
         s.unrouted_events.scanned++;
         const parsed = parseEvent(m.subject, m.data, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });

@@ -41,6 +41,7 @@ import { createFairPublishes } from './fair-publishes.ts';
 import { createTenantBacklog } from './tenant-backlog.ts';
 import { createTenantProgress } from './tenant-progress.ts';
 import { createTenantShare, type OverLimit } from './tenant-share.ts';
+import { createDrains } from './drains.ts';
 import { LIMIT_NAMES, type TenantLimits } from '../tenants/limits.ts';
 
 /**
@@ -63,6 +64,12 @@ const TENANT_PENDING = 4096;
  * tenant's oldest waiting event is routed as each new one comes; a limit never takes the others' window.
  */
 export const TENANT_DEFERRED = 1024;
+/**
+ * Past this many of a tenant's events waiting for its limits, the router drains the tenant from EVENTS at its
+ * rate instead (src/router/drains.ts): its events then take no place in the shared window at all. The bound
+ * above stays for a router that cannot start drains (a NATS user without ROUTER_DRAINS).
+ */
+const TENANT_DRAIN_AFTER = 64;
 /**
  * Covering syncs at most this often: an event's ack waits up to this long plus a round trip (the ack, not
  * its deliveries); at 1,000 events/s, 100 syncs/s instead of 1,000.
@@ -120,6 +127,37 @@ export async function startRouter(deps: {
   // Issue 29: keyed deliveries wait for their own tenant's earlier events only, not every tenant's.
   const progress = createTenantProgress();
   let stopping = false;
+
+  // A tenant over its limits is drained from EVENTS at its rate, out of the shared window (drains.ts): its
+  // drained events are routed here with the barrier the drain gives, and tell the drain once stored.
+  const drainBarrier = new WeakMap<JsMsg, number>();
+  const drainStored = new WeakMap<JsMsg, () => void>();
+  const pacing = new Set<string>();
+  const drains = createDrains({
+    jsm: deps.jsm, publisher, log,
+    changed: (tenant) => redecide(tenant),
+    pace(tenant) {
+      const why = share.check(tenant);
+      if (!why) { pacing.delete(tenant); return undefined; }
+      // Counted once per event that waits (each wait asks again).
+      if (!pacing.has(tenant)) { pacing.add(tenant); metrics.tenantLimitHits.inc({ limit: LIMIT_NAMES[why.limit] }); }
+      notice(tenant, why, undefined);
+      return why.retryMs;
+    },
+    drained: {
+      route(m, barrier, stored) {
+        drainBarrier.set(m, barrier);
+        drainStored.set(m, stored);
+        void routeNow(m);
+      },
+      keyOf(m) {
+        const parsed = parseEvent(m.subject, m.data, deps.limits);
+        if (!parsed.ok) return null;
+        const keyed = eventOrdering(m.headers, parsed.tenant, parsed.type, parsed.data);
+        return keyed.ok ? keyed.ordering?.token ?? null : null;
+      },
+    },
+  });
 
   // Endpoint writes acked before an event was published must reach it: a sync that started after the
   // event was read has applied them, so each event's ack waits for one (shared, see cover.ts).
@@ -196,7 +234,8 @@ export async function startRouter(deps: {
     const queue = held.get(tenant);
     if (queue) {
       hold(tenant, queue, m);
-      // Past its share of the window, its oldest waiting event goes: the window stays the other tenants'.
+      if (queue.why !== PENDING && queue.events.length > TENANT_DRAIN_AFTER) drains.start(tenant);
+      // Past its share of the window (no drain started), its oldest waiting event goes: the window stays the other tenants'.
       if (queue.events.length > TENANT_DEFERRED && queue.why !== PENDING) release(tenant);
       return;
     }
@@ -249,13 +288,44 @@ export async function startRouter(deps: {
   };
   // One line per tenant and limit a minute, naming the limit: the operator's cue to raise it, or to ask.
   const noticed = new Map<string, number>();
-  const notice = (tenant: string, why: OverLimit, waitingNow: number): void => {
+  const notice = (tenant: string, why: OverLimit, waitingNow: number | undefined): void => {
     const key = `${tenant} ${why.limit}`;
     const minute = Math.floor(Date.now() / 60_000);
     if (noticed.get(key) === minute) return;
     if (noticed.size >= 10_000) noticed.clear();
     noticed.set(key, minute);
-    log.warn('tenant over its limit: its events wait to be routed', { tenant, limit: LIMIT_NAMES[why.limit], value: why.value, waiting: waitingNow });
+    log.warn('tenant over its limit: its events wait to be routed', { tenant, limit: LIMIT_NAMES[why.limit], value: why.value, waiting: waitingNow, drained: waitingNow === undefined });
+  };
+  // Every event is decided after a read of the drain records that started after it came (drains.ts): routed
+  // here, acked as a drain's, or parked (in order, with its tenant's later events) until its record moves.
+  const parked = new Map<string, JsMsg[]>();
+  const arrive = (m: JsMsg): void => {
+    waiting.set(m, performance.now());
+    void drains.synced().then(() => decide(m));
+  };
+  const decide = (m: JsMsg): void => {
+    if (stopping) return void waiting.delete(m);
+    const tenant = tenantOf(m);
+    const queue = parked.get(tenant);
+    if (queue) return void queue.push(m);
+    switch (drains.decide(tenant, m.seq)) {
+      case 'route':
+        waiting.delete(m);
+        return route(m);
+      case 'skip':
+        waiting.delete(m);
+        metrics.eventsReceived.inc();
+        verdicts.arrived(m.seq);
+        return m.ack();
+      case 'hold':
+        parked.set(tenant, [m]);
+    }
+  };
+  const redecide = (tenant: string): void => {
+    const queue = parked.get(tenant);
+    if (!queue) return;
+    parked.delete(tenant);
+    for (const m of queue) decide(m);
   };
   const routeNow = (m: JsMsg): Promise<void> | undefined => {
     // Traced: a span in the producer's trace (or a new one), carried on in every delivery message.
@@ -308,7 +378,7 @@ export async function startRouter(deps: {
     const publishTo = async (list: EndpointState[], restored?: ReadonlySet<string>, late = false): Promise<void> => {
       // Stamped once per publish round: every earlier event of the tenant past it is handled by now.
       let after: number | undefined;
-      const barrier = () => (after ??= progress.barrier(parsed.tenant, m.seq, keyed.ordering!.token));
+      const barrier = () => (after ??= drainBarrier.get(m) ?? progress.barrier(parsed.tenant, m.seq, keyed.ordering!.token));
       // Sealed at once when its keys are in memory; else after them, still in event order (data-keys.ts).
       const payload = body instanceof Promise ? await body : body!;
       const prepared = list.map((endpoint) => {
@@ -387,6 +457,7 @@ export async function startRouter(deps: {
       }
       if (enqueued > 0) { metrics.deliveriesEnqueued.inc({}, enqueued); backlog.routed(parsed.tenant, enqueued); }
       if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued });
+      drainStored.get(m)?.();
       routed.done(m);
     };
     return track(m, settle(), Math.max(1, targets.length));
@@ -403,7 +474,7 @@ export async function startRouter(deps: {
         // A directory that knows it is behind (its consumer said more was pending) is caught up first,
         // so it does not route from a view it knows is old; otherwise the covering sync follows routing.
         if (directory.behind()) await directory.sync();
-        route(m);
+        arrive(m);
         while (inFlight >= MAX_ROUTING) await new Promise<void>((r) => (slotFreed = r));
       } catch (e) {
         // route() catches its own exceptions: this is the directory sync, NATS's trouble, not the event's.
@@ -421,6 +492,9 @@ export async function startRouter(deps: {
       await loop;
       // Events held unrouted are left unacked: NATS hands them out again after their ack wait.
       stopping = true;
+      await drains.stop();
+      for (const queue of parked.values()) for (const m of queue) waiting.delete(m);
+      parked.clear();
       for (const queue of held.values()) for (const m of queue.events) waiting.delete(m);
       held.clear();
       for (const timer of timers) clearTimeout(timer);
