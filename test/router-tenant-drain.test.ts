@@ -10,12 +10,15 @@ import { EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
 import { TENANT_DEFERRED } from '../src/router/router.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import type { Received } from './helpers/receiver.ts';
+import { startService } from '../src/service.ts';
 
 let h: TestService;
 
 const FLOOD = 'tenant_flood' as TenantId;
 const MANY = ['tenant_many_a', 'tenant_many_b', 'tenant_many_c', 'tenant_many_d'] as TenantId[];
 const RESTART = 'tenant_restart' as TenantId;
+const TWO = 'tenant_two_routers' as TenantId;
+const NATS_RESTART = 'tenant_nats_restart' as TenantId;
 const QUIET = 'tenant_quiet' as TenantId;
 const RATE = 200;
 const MANY_RATE = 100;
@@ -25,6 +28,8 @@ test.before(async () => {
   const limits = createTenantLimitsStore(h.service.orm!);
   await limits.set(FLOOD, { eventsPerSecond: RATE }, 'test');
   await limits.set(RESTART, { eventsPerSecond: MANY_RATE }, 'test');
+  await limits.set(TWO, { eventsPerSecond: MANY_RATE }, 'test');
+  await limits.set(NATS_RESTART, { eventsPerSecond: MANY_RATE }, 'test');
   for (const t of MANY) await limits.set(t, { eventsPerSecond: MANY_RATE }, 'test');
 });
 test.after.always(() => h?.closeAll());
@@ -160,5 +165,40 @@ test.serial('a restart of the service in the middle of a drain loses nothing and
   const started = Date.now();
   await eventually(() => (new Set(r.received.map((g) => payload(g).data.n)).size >= N + 1 ? true : undefined), 60_000, 'every event after the restart');
   t.log(`the rest arrived ${((Date.now() - started) / 1000).toFixed(1)} s after the restart (a drain is taken over after its 10 s lease); ${r.received.length - N - 1} repeats`);
+  checkAll(t, r.received, N);
+});
+
+test.serial('with two routers, one drains: each key in order, nothing lost, the rate one router\'s, and a stopped router\'s drain goes on', async (t) => {
+  const r = await orderedEndpoint(TWO);
+  const second = await startService({ ...h.config, roles: ['router'] }, h.log);
+  try {
+    const N = 1500;
+    await flood(TWO, N, 10);
+    await eventually(() => (r.received.length > 300 ? true : undefined), 30_000, 'part of the flood');
+    // One of the two stops: if it owned the drain, the other takes it over.
+    await second.stop();
+    await eventually(() => (new Set(r.received.map((g) => payload(g).data.n)).size >= N + 1 ? true : undefined), 60_000, 'every event');
+    const rs = r.received.filter((g) => payload(g).data.n >= 0);
+    const span = (Math.max(...rs.map((g) => g.at)) - Math.min(...rs.map((g) => g.at))) / 1000;
+    t.log(`routed over ${span.toFixed(1)} s (${(N / span).toFixed(0)} a second; its rate ${MANY_RATE}); ${r.received.length - N - 1} repeats`);
+    checkAll(t, rs, N);
+    // Each router's burst of a second's worth, then one drain at its rate.
+    t.true(span >= 0.9 * (N - 3 * MANY_RATE) / MANY_RATE, 'not routed faster than one router\'s rate');
+  } finally {
+    await second.stop().catch(() => {});
+  }
+});
+
+test.serial('a NATS restart in the middle of a drain loses nothing and keeps each key in order', async (t) => {
+  const r = await orderedEndpoint(NATS_RESTART);
+  const N = 1200;
+  await flood(NATS_RESTART, N, 10);
+  await eventually(() => (r.received.length > 300 ? true : undefined), 30_000, 'part of the flood');
+  await h.nats.stop();
+  await new Promise((res) => setTimeout(res, 1000));
+  await h.nats.start();
+  const started = Date.now();
+  await eventually(() => (new Set(r.received.map((g) => payload(g).data.n)).size >= N + 1 ? true : undefined), 60_000, 'every event after the NATS restart');
+  t.log(`the rest arrived ${((Date.now() - started) / 1000).toFixed(1)} s after NATS came back; ${r.received.length - N - 1} repeats`);
   checkAll(t, r.received, N);
 });

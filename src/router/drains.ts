@@ -204,8 +204,16 @@ export function createDrains(deps: {
 
   /** The tenant's last event in EVENTS (0: none). */
   async function lastEvent(tenant: string): Promise<number> {
-    const m = await jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: `events.${tenant}.>` });
-    return m?.seq ?? 0;
+    for (let wait = RETRY_MS; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
+      try {
+        const m = await jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: `events.${tenant}.>` });
+        return m?.seq ?? 0;
+      } catch (e) {
+        if (stopped) throw e;
+        log.warn('could not read a drained tenant\'s last event; trying again', { tenant, reason: describe(e) });
+        await sleep(wait);
+      }
+    }
   }
 
   // ---- the drain of one tenant, while this process owns its record ----
@@ -221,10 +229,12 @@ export function createDrains(deps: {
     let slot: (() => void) | undefined;
     const idle = new Set<() => void>();
 
-    /** Write the record as `next`, keeping ownership; false once another router owns it. */
-    const renew = async (next: DrainRecord): Promise<boolean> => {
-      for (let wait = RETRY_MS; !stopped; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
+    let readPos = 0;
+    /** Write the record as `update` makes it from the current one, keeping ownership; false once another router owns it. */
+    const write1 = async (update: (cur: DrainRecord) => DrainRecord): Promise<boolean> => {
+      for (let wait = RETRY_MS; !stopped && !lost; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
         const sentAt = performance.now();
+        const next = update(r);
         try {
           const seq = await write(tenant, next, recSeq);
           if (seq === undefined) { lost = true; return false; }
@@ -240,7 +250,24 @@ export function createDrains(deps: {
       }
       return false;
     };
-    const place = (readPos: number): number => Math.min(readPos, ...inFlight.keys());
+    // One write at a time: the heartbeat's and the phases' (each made from the record as it is then).
+    let writing: Promise<unknown> = Promise.resolve();
+    const renew = (update: (cur: DrainRecord) => DrainRecord): Promise<boolean> => {
+      const p = writing.then(() => write1(update));
+      writing = p.catch(() => {});
+      return p;
+    };
+    const place = (): number => Math.min(readPos, ...inFlight.keys());
+    // Renewed on a timer, whatever the drain waits for (its share, a key's retry, the window).
+    const beat = setInterval(() => {
+      if (!stopped && !lost && performance.now() - renewedAt >= RENEW_MS) void renew((cur) => ({ ...cur, next: place(), owner }));
+    }, RENEW_MS / 2);
+    beat.unref();
+    /** Whether this process still owns the drain; waits while it could not renew for half the lease (NATS away). */
+    const owning = async (): Promise<boolean> => {
+      while (!stopped && !lost && performance.now() - renewedAt > leaseMs / 2) await sleep(RETRY_MS);
+      return !stopped && !lost;
+    };
     /** Wait until nothing routed is left undone. */
     const settled = async (): Promise<void> => { while (inFlight.size > 0) await new Promise<void>((res) => idle.add(res)); };
 
@@ -261,7 +288,7 @@ export function createDrains(deps: {
       const attempt = (count: number): void => {
         const m = drainedMessage(sm, count, {
           done: finish,
-          retry: (delayMs) => void sleep(delayMs).then(() => (stopped || lost ? finish() : attempt(count + 1))),
+          retry: (delayMs) => void sleep(delayMs).then(owning).then((mine) => (mine ? attempt(count + 1) : finish())),
         });
         deps.drained.route(m, (r.from ?? sm.seq) - 1, release);
       };
@@ -272,22 +299,18 @@ export function createDrains(deps: {
       if (r.phase === 'starting') {
         // Stored `starting` first: every event a router routed itself is at most the tenant's last now.
         const last = await lastEvent(tenant);
-        if (!await renew({ v: 1, phase: 'draining', from: last + 1, next: last + 1, owner })) return;
+        if (!await renew(() => ({ v: 1, phase: 'draining', from: last + 1, next: last + 1, owner }))) return;
         log.info('tenant over its limit: its events are drained from EVENTS at its rate', { tenant, from: last + 1 });
       }
-      let readPos = r.next ?? r.from ?? 1;
+      readPos = r.next ?? r.from ?? 1;
       const checkedUntil = takeover ? readPos + TAKEOVER_CHECKED : 0;
       let upTo = r.phase === 'ending' ? await lastEvent(tenant) : Infinity;
       /** The next event, read and waiting for its share. */
       let next: StoredMsg | null = null;
       for (let wait = RETRY_MS; !stopped && !lost;) {
-        const now = performance.now();
-        if (now - renewedAt > RENEW_MS || routedSince >= RENEW_EVENTS) {
-          if (!await renew({ ...r, next: place(readPos), owner })) return;
-          continue;
-        }
+        if (routedSince >= RENEW_EVENTS && !await renew((cur) => ({ ...cur, next: place(), owner }))) return;
         // Not renewed for half the lease (NATS away): another router may own it by now; route nothing.
-        if (now - renewedAt > leaseMs / 2) { await sleep(RETRY_MS); continue; }
+        if (!await owning()) return;
         while (inFlight.size >= DRAIN_WINDOW) await new Promise<void>((res) => (slot = res));
         if (!next) {
           try {
@@ -306,11 +329,11 @@ export function createDrains(deps: {
           // is stored: whatever a router acked as the drain's is before it). Ending: hand the tenant back.
           await settled();
           if (r.phase === 'draining') {
-            if (!await renew({ ...r, phase: 'ending', next: readPos, owner })) return;
+            if (!await renew((cur) => ({ ...cur, phase: 'ending', next: readPos, owner }))) return;
             upTo = await lastEvent(tenant);
             continue;
           }
-          await renew({ ...r, phase: 'ended', until: upTo + 1, next: upTo + 1, owner });
+          if (!await renew((cur) => ({ ...cur, phase: 'ended', until: upTo + 1, next: upTo + 1, owner }))) return;
           log.info('tenant drained: its events are routed as they come again', { tenant, until: upTo + 1 });
           return;
         }
@@ -321,7 +344,7 @@ export function createDrains(deps: {
         next = null;
         const key = deps.drained.keyOf(drainedMessage(m, 1, { done: () => {}, retry: () => {} }));
         if (key !== null) await keyStored.get(key);
-        if (stopped || lost) break;
+        if (!await owning()) break;
         routeOne(m, m.seq < checkedUntil ? 2 : 1, key);
         routedSince++;
         readPos = m.seq + 1;
@@ -329,6 +352,7 @@ export function createDrains(deps: {
     } catch (e) {
       log.warn('a tenant\'s drain stopped; another router (or this one) takes it over', { tenant, reason: describe(e) });
     } finally {
+      clearInterval(beat);
       await settled().catch(() => {});
     }
   }
