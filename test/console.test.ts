@@ -356,6 +356,30 @@ test.serial('a flood of failed sign-ins from one address is refused there and lo
   await context.close();
 });
 
+test.serial("failed sign-ins for one operator key prefix from many addresses are refused for that prefix; another operator signs in", async (t) => {
+  // The prefix a listing shows (hs_op_ and 4 characters), tried from a new address each time.
+  const statuses: number[] = [];
+  for (let i = 0; i < 25; i++) {
+    const res = await requestFrom(`127.0.1.${i + 1}`, `${url}/sign-in`, {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `key=hs_op_qqqq${String(i).padStart(39, 'y')}`,
+    });
+    statuses.push(res.status);
+  }
+  t.true(statuses.slice(0, 5).every((s) => s === 403 || s === 401), statuses.join(','));
+  t.true(statuses.slice(15).every((s) => s === 429), `the prefix is throttled whatever the address: ${statuses.join(',')}`);
+  // An operator who never signed in before (no key that worked lately to pass on), from yet another address.
+  const { key: bobKey } = await createOperator(h.service.orm!.em.fork(), 'bob');
+  const fresh = await requestFrom('127.0.1.99', `${url}/sign-in`, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `key=hs_op_qqqq${'z'.repeat(39)}`,
+  });
+  t.is(fresh.status, 429, 'the same prefix from a fresh address');
+  const { context, page } = await freshPage();
+  await signIn(page, bobKey);
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  t.is(new URL(page.url()).pathname, '/', 'another operator signs in');
+  await context.close();
+});
+
 test.serial('sign-in is rate limited per address', async (t) => {
   const { context } = await freshPage();
   let last = 0;

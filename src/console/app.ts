@@ -11,6 +11,7 @@ import { AUDIT_OK, AuditAction, recordAudit } from '../audit/store.ts';
 import { isEndpointId } from '../domain/ids.ts';
 import { ErrorCode, isHookstreamError, describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { createSampledWarnings } from '../sampled-log.ts';
 import { authenticateOperator, isWellFormedOperatorKey, operatorKeyPrefix } from '../operators/store.ts';
 import type { Asset } from './assets.ts';
 import { toString, type Html } from './html.ts';
@@ -56,6 +57,8 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
   // whole console (one client must not lock every operator out); a key or cookie that worked lately passes.
   // Guessing a 256-bit key is hopeless, but each try costs a lookup and a log line.
   const failures = createFailureThrottle({ burst, perSecond: burst / 60 });
+  // Said once a minute per address (with how many were quieter), not once per refused try of a flood.
+  const throttledWarnings = createSampledWarnings(log, { intervalMs: 60_000 });
   const router = new Router<State>({ sensitive: true, strict: true });
 
   const send = (ctx: Ctx, body: Html, status = 200) => {
@@ -103,7 +106,7 @@ export function createConsoleApp(deps: ConsoleDeps): Koa<State> {
     const limited = failures.check(ctx.ip, key, prefix);
     if (!limited.ok) {
       ctx.set('Retry-After', String(limited.retryAfterSeconds));
-      log.warn('console sign-in rate limited', { address: ctx.ip });
+      throttledWarnings.warn(ctx.ip, 'console sign-in rate limited', { address: ctx.ip });
       return again(`Too many sign-in attempts; try again in ${limited.retryAfterSeconds} s.`, 429);
     }
     const refusal = formRefusal(ctx, isToken(pre) ? pre : undefined, form.get('csrf'));
