@@ -94,7 +94,7 @@ export async function throughputRun(group: Group, receivers: Receivers, deliveri
   const started = wallNow();
   // A failed publish (a timed-out ack, on a cluster) ends the run with its error, not as an unhandled rejection.
   await Promise.all([publishBurst(group.js, subject, events, label, 256, keyed?.body), waitForCount(receivers, label, total, 300_000, label)]);
-  const cpu = meter();
+  const cpu = meter(total);
   const stats = await receivers.stats(label);
   return { rate: total / ((stats.last - started) / 1000), cpu };
 }
@@ -111,7 +111,7 @@ export async function interleaved(group: Group, receivers: Receivers, endpoints:
   const rates: number[] = [];
   const ratios: number[] = [];
   let cpuCeiling = '';
-  let cpu = '';
+  const cpu: string[] = [];
   for (let r = 0; r < rounds; r++) {
     progress(`${label}: round ${r + 1}/${rounds}: ceiling`);
     const meter = cpuMeter(group, receivers);
@@ -119,13 +119,13 @@ export async function interleaved(group: Group, receivers: Receivers, endpoints:
     if (r === rounds - 1) cpuCeiling = meter();
     progress(`${label}: round ${r + 1}/${rounds}: service`);
     const t = await throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant, 't', subject);
-    if (r === rounds - 1) cpu = t.cpu;
+    cpu.push(t.cpu);
     ceilings.push(c);
     rates.push(t.rate);
     ratios.push(t.rate / c);
   }
   return {
-    ceiling: median(ceilings), throughput: median(rates), ratio: median(ratios), cpuCeiling, cpu,
+    ceiling: median(ceilings), throughput: median(rates), ratio: median(ratios), cpuCeiling, cpu: cpu.join(' | '),
     detail: ratios.map((x) => fmt(x, 2)).join(' '),
   };
 }

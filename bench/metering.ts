@@ -20,16 +20,23 @@ export function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-/** Starts metering; the function returned gives each process's CPU since, in % of one core. */
-export function cpuMeter(group: Group, receivers: Receivers): () => string {
+/**
+ * Starts metering; the function returned gives each process's CPU since, in % of one core, and with
+ * `deliveries` also the service's and nats-server's CPU per delivery (µs): the figure to compare between
+ * runs on a loaded machine, where rates and latencies move far more.
+ */
+export function cpuMeter(group: Group, receivers: Receivers): (deliveries?: number) => string {
   // With a cluster, nats is the sum of its nodes (each % of one core).
   const pids: [string, number[]][] = [
     ['service', group.service?.pids ?? []], ['nats', group.natsPids()], ['receivers', [receivers.child.pid!]], ['bench', [process.pid]],
   ];
   const t0 = performance.now();
   const before = pids.map(([, ps]) => cpuTicksOf(ps));
-  return () => {
+  return (deliveries) => {
     const secs = (performance.now() - t0) / 1000;
-    return pids.map(([name, ps], i) => `${name} ${ps.length ? fmt(((cpuTicksOf(ps) - before[i]!) / TICKS / secs) * 100, 0) : '?'}%`).join(', ');
+    const used = pids.map(([, ps], i) => (ps.length ? (cpuTicksOf(ps) - before[i]!) / TICKS : NaN));
+    const shares = pids.map(([name], i) => `${name} ${Number.isNaN(used[i]) ? '?' : fmt((used[i]! / secs) * 100, 0)}%`).join(', ');
+    if (!deliveries) return shares;
+    return `${shares}; per delivery service ${fmt((used[0]! / deliveries) * 1e6, 0)} µs, nats ${fmt((used[1]! / deliveries) * 1e6, 0)} µs`;
   };
 }

@@ -37,7 +37,7 @@ export async function steadyScenarios(ctx: {
     const pub = await publishSteady(group.js, steadySubject, rate, seconds, phase);
     const achieved = pub.length / ((performance.now() - t0) / 1000);
     // CPU per event moves far less with the machine's other load than latency does.
-    const cpu = meter();
+    const cpu = meter(pub.length);
     await prof?.stop(rate);
     const loop = await service.loopStats();
     // Whatever has not arrived 1 s after the last publish is counted as late (the phase was not held).
