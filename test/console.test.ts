@@ -368,13 +368,13 @@ test.serial("failed sign-ins for one operator key prefix from many addresses are
   t.true(statuses.slice(0, 5).every((s) => s === 403 || s === 401), statuses.join(','));
   t.true(statuses.slice(15).every((s) => s === 429), `the prefix is throttled whatever the address: ${statuses.join(',')}`);
   // An operator who never signed in before (no key that worked lately to pass on), from yet another address.
-  const { key: bobKey } = await createOperator(h.service.orm!.em.fork(), 'bob');
+  const { key: carolKey } = await createOperator(h.service.orm!.em.fork(), 'carol');
   const fresh = await requestFrom('127.0.1.99', `${url}/sign-in`, {
     method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `key=hs_op_qqqq${'z'.repeat(39)}`,
   });
   t.is(fresh.status, 429, 'the same prefix from a fresh address');
   const { context, page } = await freshPage();
-  await signIn(page, bobKey);
+  await signIn(page, carolKey);
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   t.is(new URL(page.url()).pathname, '/', 'another operator signs in');
   await context.close();
