@@ -40,7 +40,6 @@ const PARTS: [part: string, file: RegExp, fn?: RegExp][] = [
   ['delivery: sign', /^src\/delivery\/sign-request\.ts|^src\/domain\/signature\.ts/],
   ['delivery: HTTP', /^src\/delivery\/(http-sender|target-policy)\.ts/],
   ['delivery: pull, parse', /^src\/nats\/(pull-feed|pulled-msg)\.ts|^src\/delivery\/(pull-loop|concurrency|in-flight)\.ts/],
-  ['delivery: ack', /^src\/delivery\/attempt\.ts/, /flushAcks|ackSoon/],
   ['delivery: attempt (prepare, outcome, health)', /^src\/delivery\//],
   ['metrics, logs', /^src\/(metrics|log)\.ts/],
   ['projections, Postgres', /^projections\/|^src\/db\//],
@@ -51,7 +50,7 @@ const PARTS: [part: string, file: RegExp, fn?: RegExp][] = [
 function unattributed(mod: string): string {
   if (mod === '(garbage collector)') return 'GC (main thread)';
   if (mod === '(program)' || mod === '(native)') return 'V8 / native, no JS frame';
-  if (mod.startsWith('@nats-io/')) return 'NATS client: socket I/O and protocol, router and delivery alike';
+  if (mod.startsWith('@nats-io/') || mod === 'src/nats/connect.ts') return 'NATS client: socket I/O and protocol, router and delivery alike';
   if (mod === 'undici') return 'HTTP client (undici) on its own callbacks';
   if (mod.startsWith('wasm://')) return 'libsodium (wasm)';
   if (mod.startsWith('node:')) return 'Node internals (sockets, timers, microtasks)';

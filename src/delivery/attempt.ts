@@ -54,8 +54,6 @@ export interface Attempts {
    * HTTP answer is in (before any rate-limit hold).
    */
   attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void>;
-  /** Send the acks still batched (at shutdown). */
-  flushAcks(): void;
   /** Drop what is kept for a deleted endpoint (its opened signing keys). */
   forget(id: EndpointId): void;
   /** Drop opened keys no longer live (a rotated-out secret past its grace, on an endpoint idle since). */
@@ -127,20 +125,6 @@ export function createAttempts(deps: {
     const keys = live.map((s) => signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id)));
     keyCache.set(state.id, { sealed, keys });
     return keys;
-  };
-
-  // Acks of one event-loop turn go out together: nats.js writes its outbound buffer to the socket once per
-  // microtask checkpoint, and every HTTP answer completes in an I/O callback of its own, so acking at once
-  // cost one socket write per delivery (issue 5). setImmediate runs after the turn's I/O callbacks.
-  let acks: PulledMsg[] = [];
-  const flushAcks = () => {
-    const batch = acks;
-    acks = [];
-    for (const m of batch) m.ack();
-    deps.stored.flush();
-  };
-  const ackSoon = (m: PulledMsg) => {
-    if (acks.push(m) === 1) setImmediate(flushAcks);
   };
 
   async function recordFailure(record: AttemptRecord): Promise<void> {
@@ -240,7 +224,7 @@ export function createAttempts(deps: {
       if (failed !== undefined) log.info('endpoint accepts deliveries again', { endpoint: endpointId, tenant: state.tenant, failed_attempts: failed });
       deps.recentAcks.add(m);
       deps.attemptLog?.record({ ...logged, outcome: 'ok' });
-      if (!deps.stored.ack(m, endpointId)) ackSoon(m);
+      if (!deps.stored.ack(m, endpointId)) m.ack();
       metrics.acknowledged.inc({ event });
       return;
     }
@@ -279,7 +263,7 @@ export function createAttempts(deps: {
   }
 
   return {
-    attempt, flushAcks, forget: (id) => void keyCache.delete(id),
+    attempt, forget: (id) => void keyCache.delete(id),
     forgetExpiredKeys(now) {
       for (const [id, cached] of keyCache) {
         const state = directory.get(id);

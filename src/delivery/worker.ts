@@ -89,6 +89,7 @@ export async function startDelivery(deps: {
   const stopRetryNow = serveRetryNow(deps.nc, retries, log);
   const rates = createRateGates({ jsm: deps.jsm, publisher: deps.publisher, replicas: options.replicas, log });
   const recentAcks = createRecentAcks();
+  const stored = createStoredAcks({ publisher: deps.publisher, log });
   // Issue 21: the ordering gates' reads of a key's stored deliveries, and of the router's late marks.
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
   // Their barrier: one reader of the router's progress for every gate of the process.
@@ -96,7 +97,7 @@ export async function startDelivery(deps: {
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
-    stored: createStoredAcks({ publisher: deps.publisher, log }), recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies,
+    stored, recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies,
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
@@ -131,7 +132,7 @@ export async function startDelivery(deps: {
       feeds.stop();
       // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
       await loops.settle();
-      attempts.flushAcks();
+      stored.flush();
       deps.attemptLog?.flush();
       heads.close();
       floor.close();

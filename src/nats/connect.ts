@@ -1,6 +1,7 @@
 // Connect to NATS or fail within seconds with one line naming the URL and how to start a server.
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnectionImpl } from '@nats-io/nats-core/internal';
 import { UnreachableError, describe } from '../errors.ts';
 import { redactUrl } from '../config.ts';
 
@@ -49,7 +50,30 @@ export async function connectNats(opts: NatsOptions): Promise<NatsConnection> {
     );
   }
   boundFlush(nc, timeoutMs);
+  writeOncePerTurn(nc);
   return nc;
+}
+
+const TE = new TextEncoder();
+
+/**
+ * One socket write per event-loop turn (setImmediate: after the turn's I/O callbacks), or at once past
+ * nats.js's pending limit as before. nats.js writes at the next microtask checkpoint after a publish, so
+ * publishes between awaits (the router's fan-out of a pulled batch, acks of HTTP answers) were a write each.
+ */
+function writeOncePerTurn(nc: NatsConnection): void {
+  const p = (nc as NatsConnectionImpl).protocol;
+  const flush = (p as unknown as { flushPending(): void }).flushPending.bind(p); // private in the typings
+  let due = false;
+  const close = p.close.bind(p);
+  // close() does not write out the buffer: what was published just before it goes first.
+  p.close = (err) => (flush(), close(err));
+  p.sendCommand = (cmd, ...payloads) => {
+    p.outbound.fill(typeof cmd === 'string' ? TE.encode(cmd) : cmd, ...payloads);
+    if (!due) setImmediate(() => ((due = false), flush()));
+    else if (p.outbound.size() >= p.pendingLimit) flush();
+    due = true;
+  };
 }
 
 /**
