@@ -101,10 +101,13 @@ test.serial("another tenant's ordered deliveries do not wait for a tenant's even
     await h.publish(ORDERED, 'user.updated', { userId: 'user_1', n });
     await new Promise((r) => setTimeout(r, 500));
   }
-  await ordered.waitFor(11, 60_000);
+  // And one key's five back to back, each published before the router has routed the one before.
+  for (let n = 20; n < 25; n++) await h.publish(ORDERED, 'user.updated', { userId: 'user_2', n });
+  await ordered.waitFor(16, 60_000);
   const slowMeanwhile = distinct(slow.received) - 1;
-  t.log(`when the ordered tenant's 10 events had arrived, the held tenant's had ${slowMeanwhile} of ${EVENTS}`);
+  t.log(`when the ordered tenant's 15 events had arrived, the held tenant's had ${slowMeanwhile} of ${EVENTS}`);
   t.deepEqual(ordered.received.map(nOf).filter((n) => n >= 0 && n < 10), [0, 1, 2, 3, 4], 'one key in order');
+  t.deepEqual(ordered.received.map(nOf).filter((n) => n >= 20), [20, 21, 22, 23, 24], 'one key published back to back in order');
   t.true(slowMeanwhile < EVENTS / 2, 'the ordered deliveries did not wait for the held tenant\'s events');
   await eventually(() => (distinct(slow.received) === EVENTS + 1 ? true : undefined), 90_000, 'every held event delivered');
 });

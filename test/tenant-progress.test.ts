@@ -58,3 +58,58 @@ test('after a break in the delivery sequence, only the next first delivery start
   t.is(p.barrier('b', 13, 'k'), 12);
   t.is(p.barrier('a', 14, 'j'), 11, 'from the next first delivery on: every event after 11 was delivered here');
 });
+
+test("an earlier event of the key whose fan-out is stored holds neither the next one's publish nor its barrier", async (t) => {
+  const p = createTenantProgress();
+  const m1 = msg(1, 1);
+  p.received(m1, 'a');
+  p.keyed('a', 1, 'k');
+  const m2 = msg(2, 2);
+  p.received(m2, 'a');
+  p.keyed('a', 2, 'k');
+  t.is(p.settled('a', 2, 'j'), undefined, 'another key waits for nothing');
+  t.is(p.barrier('a', 2, 'k'), 1, 'while event 1 is being routed, the barrier is at it');
+  const wait = p.settled('a', 2, 'k');
+  t.truthy(wait, 'the key\'s next event waits for its earlier one');
+  let went = false;
+  void wait!.then(() => (went = true));
+  await Promise.resolve();
+  t.false(went);
+  p.stored(1);
+  await wait;
+  t.is(p.barrier('a', 2, 'k'), 0, 'stored, it no longer counts: only what the router cannot vouch for');
+  t.is(p.settled('a', 2, 'k'), undefined);
+});
+
+test('an earlier event of the key handed back lets the next one go, and its barrier still holds it', async (t) => {
+  const p = createTenantProgress();
+  const m1 = msg(1, 1);
+  p.received(m1, 'a');
+  p.keyed('a', 1, 'k');
+  const m2 = msg(2, 2);
+  p.received(m2, 'a');
+  p.keyed('a', 2, 'k');
+  const wait = p.settled('a', 2, 'k');
+  m1.nak();
+  await wait;
+  t.is(p.settled('a', 2, 'k'), undefined, 'nothing to wait for once it is handed back');
+  t.is(p.barrier('a', 2, 'k'), 1, 'the barrier stays at the handed-back event');
+  // It comes back: routed afresh, waited for again until stored.
+  p.received(msg(1, 3, 2), 'a');
+  p.keyed('a', 1, 'k');
+  t.truthy(p.settled('a', 2, 'k'));
+  m1.ack();
+  t.is(p.settled('a', 2, 'k'), undefined, 'acked: done');
+});
+
+test('a key published faster than its events are stored has at most four waiting; the next goes at once with its barrier', (t) => {
+  const p = createTenantProgress();
+  for (let seq = 1; seq <= 6; seq++) {
+    p.received(msg(seq, seq), 'a');
+    p.keyed('a', seq, 'k');
+  }
+  const waits = [2, 3, 4, 5, 6].map((seq) => p.settled('a', seq, 'k'));
+  t.is(waits.filter((w) => w !== undefined).length, 4, 'four wait');
+  t.is(waits[4], undefined, 'the fifth does not');
+  t.is(p.barrier('a', 6, 'k'), 5, 'and its barrier is at the earlier event of its key');
+});

@@ -17,7 +17,7 @@ import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
-import type { EndpointState } from '../domain/endpoint.ts';
+import { Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
 import { Attr, carryContext, noteOnActiveSpan, traceRouting, tracing } from '../telemetry/tracing.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -381,6 +381,12 @@ export async function startRouter(deps: {
       const barrier = () => (after ??= drainBarrier.get(m) ?? progress.barrier(parsed.tenant, m.seq, keyed.ordering!.token));
       // Sealed at once when its keys are in memory; else after them, still in event order (data-keys.ts).
       const payload = body instanceof Promise ? await body : body!;
+      // An ordered endpoint's keyed delivery: the key's earlier events here are stored (or handed back) first,
+      // so its barrier need not wait for the router's progress over every tenant's (tenant-progress.ts).
+      if (keyed.ordering && !drainBarrier.has(m) && list.some((e) => e.ordering === Ordering.Key)) {
+        const earlier = progress.settled(parsed.tenant, m.seq, keyed.ordering.token);
+        if (earlier) await earlier;
+      }
       const prepared = list.map((endpoint) => {
         const h = natsHeaders();
         h.set(DeliveryHeader.WebhookId, webhookId);
@@ -444,6 +450,9 @@ export async function startRouter(deps: {
             enqueued += missed.length;
           }
         }
+        // Its deliveries are all in their queues: the next event of its key here may be published.
+        progress.stored(m.seq);
+        drainStored.get(m)?.();
         await indexed();
         await Promise.all(marked);
       } catch (e) {
@@ -457,7 +466,6 @@ export async function startRouter(deps: {
       }
       if (enqueued > 0) { metrics.deliveriesEnqueued.inc({}, enqueued); backlog.routed(parsed.tenant, enqueued); }
       if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued });
-      drainStored.get(m)?.();
       routed.done(m);
     };
     return track(m, settle(), Math.max(1, targets.length));
