@@ -110,6 +110,8 @@ export function createServiceMetrics(registry = new Metrics()) {
     eventsRetried: registry.counter('hookstream_events_retried_total', 'Events handed back to be routed later: routing failed for a reason not their own'),
     deliveriesEnqueued: registry.counter('hookstream_deliveries_enqueued_total', 'Deliveries fanned out to endpoints'),
     eventsHeld: registry.counter('hookstream_router_events_held_total', 'Events that waited unrouted because their tenant had its share of the router\'s fan-out pending'),
+    eventsDrained: registry.counter('hookstream_router_events_drained_total', 'Events the router\'s consumer acked unrouted because a drain of their tenant (over its limits) routes them at its rate'),
+    drains: registry.gauge('hookstream_router_drains', 'Tenants over their limits this process drains from EVENTS now'),
     deliveriesDropped: registry.counter('hookstream_deliveries_dropped_total', 'Deliveries an endpoint\'s full queue refused (HOOKSTREAM_MAX_QUEUED)'),
     attempts: registry.counter('hookstream_delivery_attempts_total', 'Delivery attempts, by event type'),
     acknowledged: registry.counter('hookstream_deliveries_acknowledged_total', 'Deliveries answered with 2xx, by event type'),

@@ -124,6 +124,7 @@ test.serial('a flood above its events a second is routed at that rate, keeps the
   t.true(span >= 0.9 * (N - 2 * RATE) / RATE, 'not routed faster than its rate');
   t.true(maxWindow < TENANT_DEFERRED, 'the flood never held the shared window');
   t.true(hits() > 0, 'counted by hookstream_tenant_limit_hits_total');
+  t.true(h.service.metrics.eventsDrained.get() > N / 2, 'most of the flood acked as the drain\'s (hookstream_router_events_drained_total)');
 });
 
 test.serial('several flooding tenants do not stall a quiet one', async (t) => {

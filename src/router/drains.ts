@@ -114,6 +114,8 @@ export function createDrains(deps: {
   drained: DrainedRoute;
   owner?: string;
   leaseMs?: number;
+  /** How many tenants this process drains, whenever that changes. */
+  owning?(n: number): void;
 }): Drains {
   const { jsm, log } = deps;
   const owner = deps.owner ?? `${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -359,8 +361,9 @@ export function createDrains(deps: {
 
   const run = (tenant: string, taken: { seq: number; r: DrainRecord }, takeover: boolean): void => {
     if (running.has(tenant) || stopped) return;
-    const p = drain(tenant, taken, takeover).finally(() => running.delete(tenant));
+    const p = drain(tenant, taken, takeover).finally(() => { running.delete(tenant); deps.owning?.(running.size); });
     running.set(tenant, p);
+    deps.owning?.(running.size);
   };
 
   // ---- takeovers: a live drain whose record did not move for a lease ----

@@ -136,6 +136,7 @@ export async function startRouter(deps: {
   const drains = createDrains({
     jsm: deps.jsm, publisher, log,
     changed: (tenant) => redecide(tenant),
+    owning: (n) => metrics.drains.set(n),
     pace(tenant) {
       const why = share.check(tenant);
       if (!why) { pacing.delete(tenant); return undefined; }
@@ -315,6 +316,7 @@ export async function startRouter(deps: {
       case 'skip':
         waiting.delete(m);
         metrics.eventsReceived.inc();
+        metrics.eventsDrained.inc();
         verdicts.arrived(m.seq);
         return m.ack();
       case 'hold':
