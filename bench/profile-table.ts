@@ -177,7 +177,7 @@ function main(): void {
   const top = topAt >= 0 ? Number(args[topAt + 1]) : 25;
   const pprofs = args.filter((a) => a.endsWith('.pprof'));
   if (pprofs.length > 0) return serverMain(pprofs);
-  const files = args.filter((a, i) => a.endsWith('.cpuprofile') && i !== topAt + 1);
+  const files = args.filter((a, i) => a.endsWith('.cpuprofile') && (topAt < 0 || i !== topAt + 1));
   if (files.length === 0) {
     process.stderr.write('usage: node bench/profile-table.ts FILE.cpuprofile [...] [--top N] | FILE.pprof [...]\n');
     process.exit(2);
