@@ -67,9 +67,30 @@ export interface DataKeys {
 /** The key that seals the entries of DATA_KEYS: derived from a master key, never the master key. */
 export const dataKeyWrapKey = (masterKeyB64: string): Buffer => deriveSubkey(Buffer.from(masterKeyB64, 'base64'), WRAP_LABEL, 32);
 
+/**
+ * Random bytes for nonces and keys, filled 24 KiB at a time: a `randomFillSync` per call costs 1.4 µs, a
+ * slice of this 0.1. A Uint8Array, not a Buffer: its slice() copies (a Buffer's is a view).
+ */
+const pool = new Uint8Array(NONCE_BYTES * 1024);
+let pooledAt = pool.length;
+
+/** `n` random bytes, a view of the pool: copy them before the next call. */
+function pooledRandom(n: number): Uint8Array {
+  if (pooledAt + n > pool.length) { randomFillSync(pool); pooledAt = 0; }
+  return pool.subarray(pooledAt, pooledAt += n);
+}
+
+/** A new data key (its bytes are wiped from the pool once copied). */
+function newKey(): Uint8Array {
+  const view = pooledRandom(KEY_BYTES);
+  const key = view.slice();
+  view.fill(0);
+  return key;
+}
+
 /** An entry's value: nonce || AEAD(key) with its subject as additional data (a value copied elsewhere does not open). */
 export function wrapDataKey(wrapKey: Uint8Array, subject: string, key: Uint8Array): Uint8Array {
-  const nonce = randomFillSync(new Uint8Array(NONCE_BYTES));
+  const nonce = pooledRandom(NONCE_BYTES);
   const box = sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(key, sodium.from_string(subject), null, nonce, wrapKey);
   const out = new Uint8Array(NONCE_BYTES + box.length);
   out.set(nonce);
@@ -120,8 +141,6 @@ export function createDataKeys(deps: {
   const sealings = new Map<string, Sealing>();
   /** What the delivery role opens with, by a sealed body's head (latin1): its data key. */
   const openings = new Map<string, Uint8Array>();
-  const nonces = Buffer.alloc(NONCE_BYTES * 1024);
-  let nonceAt = nonces.length;
 
   async function read(subject: string): Promise<Uint8Array | undefined> {
     const m = await deps.jsm.streams.getMessage(DATA_KEYS_STREAM, { last_by_subj: subject }).catch((e: unknown) => {
@@ -137,7 +156,7 @@ export function createDataKeys(deps: {
 
   /** A new key, stored unless another process stored one first (then that one). */
   async function create(subject: string): Promise<Uint8Array> {
-    const key = randomFillSync(new Uint8Array(KEY_BYTES));
+    const key = newKey();
     const h = headers();
     h.set(EXPECTED_LAST_SUBJECT_SEQ, '0');
     try {
@@ -175,9 +194,12 @@ export function createDataKeys(deps: {
     return remember(refs, at, createHmac('sha256', refKey).update(`${kind}\0${id}`).digest('hex').slice(0, 2 * REF_BYTES));
   }
 
-  /** The data key of a tenant key and subject keys (in the order of their refs in the head). */
+  /**
+   * The data key of a tenant key and subject keys (in the order of their refs in the head). The input as a
+   * KeyObject: hkdfSync given raw bytes checks them on a slower path (11 against 7 µs, the same bytes).
+   */
   const dataKey = (tenantKey: Uint8Array, subjectKeys: readonly Uint8Array[]): Uint8Array =>
-    new Uint8Array(hkdfSync('sha256', Buffer.concat([tenantKey, ...subjectKeys]), new Uint8Array(0), BODY_LABEL, KEY_BYTES));
+    new Uint8Array(hkdfSync('sha256', createSecretKey(Buffer.concat([tenantKey, ...subjectKeys])), new Uint8Array(0), BODY_LABEL, KEY_BYTES));
 
   /** A sealed body's head: mark, version, tenant, the refs of its subjects' keys (authenticated, in clear). */
   function headOf(tenant: string, refList: readonly string[]): Uint8Array {
@@ -207,8 +229,7 @@ export function createDataKeys(deps: {
   }
 
   function encrypt({ head, key }: Sealing, body: Uint8Array | string): Uint8Array {
-    if (nonceAt === nonces.length) { randomFillSync(nonces); nonceAt = 0; }
-    const nonce = nonces.subarray(nonceAt, nonceAt += NONCE_BYTES);
+    const nonce = pooledRandom(NONCE_BYTES);
     const box = sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, head, null, nonce, key);
     const out = new Uint8Array(head.length + NONCE_BYTES + box.length);
     out.set(head);
