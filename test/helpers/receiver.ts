@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net';
 
 export interface Received {
   headers: IncomingMessage['headers'];
+  /** The request's path and query (endpoints on one receiver told apart by their URL's path). */
+  path: string;
   body: string;
   at: number;
   /** Requests open at this one's arrival, itself included: the concurrency the sender used. */
@@ -60,7 +62,7 @@ export async function startReceiver(respond: Responder = () => 200, opts: { port
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), concurrent: open };
+      const r: Received = { headers: req.headers, path: req.url ?? '', body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), concurrent: open };
       const n = received.length;
       received.push(r);
       for (let i = waiters.length - 1; i >= 0; i--) if (received.length >= waiters[i]!.count) waiters.splice(i, 1)[0]!.resolve();
