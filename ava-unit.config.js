@@ -10,6 +10,7 @@ export default {
     'test/console-html.test.ts',
     'test/crypto.test.ts',
     'test/event-data.test.ts',
+    'test/fair-publishes.test.ts',
     'test/retry-after.test.ts',
     'test/router-verdict.test.ts',
     'test/server-version.test.ts',

@@ -4,6 +4,9 @@
 // when it is alone, and another tenant's delivery waits behind at most one turn, not behind the whole
 // fan-out; and a bounded window keeps every publish's ack well within its timeout (the whole fan-out at
 // once had the server answer the last ones after the publisher gave up on them, handing events back).
+// The window follows the server's pace: a fixed count of publishes in flight is seconds of waiting for a
+// server that stores slowly (a loaded machine), so past SLOW_ACK_MS of waiting for an ack the window is
+// halved (once per backlog), and it grows back by one per ack answered within a quarter of that.
 //
 // A tenant's publishes leave in the order they were queued, so its deliveries are stored in event order as
 // before; between tenants the order changes, which the late marks see and mark (src/router/late-marks.ts).
@@ -17,6 +20,8 @@ export interface FairPublishes {
   pending(tenant: string): number;
   /** `go` runs once the tenant has fewer than `below` publishes pending (at once if it has). */
   whenBelow(tenant: string, below: number, go: () => void): void;
+  /** Publishes in flight at most now. */
+  window(): number;
 }
 
 interface Job {
@@ -35,11 +40,32 @@ interface TenantQueue {
   waiters: { below: number; go: () => void }[];
 }
 
-export function createFairPublishes(publisher: AckedPublisher, opts: { window: number; perTenant: number }): FairPublishes {
+/** An ack that took longer than this shrinks the window; the publisher gives up after 5 s. */
+export const SLOW_ACK_MS = 1000;
+/** The window never shrinks below this. */
+export const MIN_WINDOW = 64;
+
+export function createFairPublishes(publisher: AckedPublisher, opts: {
+  window: number; perTenant: number; now?: () => number;
+}): FairPublishes {
+  const now = opts.now ?? (() => performance.now());
   const queues = new Map<string, TenantQueue>();
   /** Tenants with a publish waiting, in turn order (a Map keeps insertion order: a served tenant goes last). */
   const turns = new Map<string, TenantQueue>();
   let running = 0;
+  /** Publishes in flight at most now (opts.window at most), and when it was last halved. */
+  let window = opts.window;
+  let shrunkAt = -Infinity;
+  const answered = (sentAt: number): void => {
+    const t = now();
+    const waited = t - sentAt;
+    if (waited <= SLOW_ACK_MS / 4) window = Math.min(opts.window, window + 1);
+    // Once per backlog: the late acks of publishes sent before the last halving were its cause.
+    else if (waited > SLOW_ACK_MS && sentAt > shrunkAt) {
+      window = Math.max(MIN_WINDOW, Math.floor(window / 2));
+      shrunkAt = t;
+    }
+  };
 
   const pendingOf = (q: TenantQueue) => q.jobs.length - q.head + q.running;
 
@@ -49,6 +75,7 @@ export function createFairPublishes(publisher: AckedPublisher, opts: { window: n
     if (q.head === q.jobs.length) { q.jobs.length = 0; q.head = 0; } else if (q.head > 1024 && q.head * 2 > q.jobs.length) { q.jobs = q.jobs.slice(q.head); q.head = 0; }
     running++;
     q.running++;
+    const sentAt = now();
     let sent: Promise<StoredAt>;
     try {
       sent = publisher.publish(job.subject, job.body, job.headers);
@@ -56,6 +83,7 @@ export function createFairPublishes(publisher: AckedPublisher, opts: { window: n
       sent = Promise.reject(e);
     }
     sent.then(job.resolve, job.reject).finally(() => {
+      answered(sentAt);
       running--;
       q.running--;
       if (q.head < q.jobs.length && !turns.has(tenant)) turns.set(tenant, q);
@@ -79,7 +107,7 @@ export function createFairPublishes(publisher: AckedPublisher, opts: { window: n
   function pump(): void {
     // Each tenant served goes to the end of the turns (and is visited again in this pass if it has more).
     for (const [tenant, q] of turns) {
-      if (running >= opts.window) return;
+      if (running >= window) return;
       turns.delete(tenant);
       if (q.running >= opts.perTenant) continue; // back in turn when one of its publishes is answered
       send(tenant, q);
@@ -106,6 +134,7 @@ export function createFairPublishes(publisher: AckedPublisher, opts: { window: n
       const q = queues.get(tenant);
       return q ? pendingOf(q) : 0;
     },
+    window: () => window,
     whenBelow(tenant, below, go) {
       const q = queues.get(tenant);
       if (!q || pendingOf(q) < below) return go();
