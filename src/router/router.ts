@@ -305,7 +305,10 @@ export async function startRouter(deps: {
     void drains.synced().then(() => decide(m));
   };
   const decide = (m: JsMsg): void => {
-    if (stopping) return void waiting.delete(m);
+    if (stopping) {
+      waiting.delete(m);
+      return m.nak();
+    }
     const tenant = tenantOf(m);
     const queue = parked.get(tenant);
     if (queue) return void queue.push(m);
@@ -500,12 +503,14 @@ export async function startRouter(deps: {
       untrackLeader?.();
       await messages.close();
       await loop;
-      // Events held unrouted are left unacked: NATS hands them out again after their ack wait.
+      // Events not routed yet are handed back: another router, or this one started again, takes them at
+      // once rather than after their ack wait (30 s).
       stopping = true;
       await drains.stop();
-      for (const queue of parked.values()) for (const m of queue) waiting.delete(m);
+      const handBack = (m: JsMsg) => { waiting.delete(m); m.nak(); };
+      for (const queue of parked.values()) queue.forEach(handBack);
       parked.clear();
-      for (const queue of held.values()) for (const m of queue.events) waiting.delete(m);
+      for (const queue of held.values()) queue.events.forEach(handBack);
       held.clear();
       for (const timer of timers) clearTimeout(timer);
       backlog.stop();
