@@ -15,8 +15,13 @@ import { EVENTS_STREAM, ROUTER_CONSUMER } from '../streams/events.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import type { Received, Receiver } from './helpers/receiver.ts';
 import { deliveryAddress, DeliveryHeader } from '../streams/deliveries.ts';
+import { connectNats } from '../src/nats/connect.ts';
+import { jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 
 let h: TestService;
+/** The producers' own connection, as in production: the service's queued publishes do not delay theirs. */
+let producer: NatsConnection;
 const lines: string[] = [];
 
 const BIG = 'tenant_fanout' as TenantId;
@@ -49,8 +54,15 @@ test.before(async () => {
   // The operator's override (`hookstream tenants limits set`), before the API first reads the limits.
   const limits = createTenantLimitsStore(h.service.orm!);
   await limits.set(BIG, { endpoints: ENDPOINTS, writesPerSecond: 100_000 }, 'test');
+  producer = await connectNats({ url: h.nats.url, name: 'router-fanout-producer' });
 });
-test.after.always(() => h?.closeAll());
+
+const publish = (tenant: TenantId, data: { userId: string; n: number }) =>
+  jetstream(producer).publish(`events.${tenant}.user.updated`, JSON.stringify(data));
+test.after.always(async () => {
+  await producer?.close();
+  await h?.closeAll();
+});
 
 const dataOf = (g: Received) => (JSON.parse(g.body) as { data: { userId: string; n: number } }).data;
 const routerConsumer = () => h.service.jsm.consumers.info(EVENTS_STREAM, ROUTER_CONSUMER);
@@ -97,23 +109,27 @@ test("a tenant's 1,000-endpoint fan-out hands no event back, all of it arrives, 
   // When the router publishes each of its keyed deliveries (a plain subscriber sees each publish), by EVENTS seq:
   // how much of an event's wait is the router's, how much the delivery's.
   const routedAt = new Map<number, number>();
-  const routedSub = h.service.nc.subscribe(`${deliveryAddress(orderedEndpoint.id, h.config.deliveryShards).subject}.k.>`, {
+  const routedSub = producer.subscribe(`${deliveryAddress(orderedEndpoint.id, h.config.deliveryShards).subject}.k.>`, {
     callback: (_e, msg) => { const seq = Number(msg.headers?.get(DeliveryHeader.EventSeq)); if (!routedAt.has(seq)) routedAt.set(seq, Date.now()); },
   });
-  await h.publish(ORDERED, 'user.updated', { userId: 'user_warm', n: -1 });
+  // And an endpoint of the same tenant without ordering: its deliveries wait for nothing but their turn.
+  const plain = await h.receiver();
+  await h.store.create(ORDERED, { url: plain.url, events: ['user.*'] });
+  await publish(ORDERED, { userId: 'user_warm', n: -1 });
   await ordered.waitFor(1, 30_000);
+  await plain.waitFor(1, 30_000);
 
   const before = await routerConsumer();
   const redelivered = sampleRedelivered();
   const burst = Date.now();
-  for (let n = 0; n < EVENTS; n++) await h.publish(BIG, 'user.updated', { userId: `user_${n}`, n });
+  for (let n = 0; n < EVENTS; n++) await publish(BIG, { userId: `user_${n}`, n });
   // Meanwhile, one event per key a round, rounds 200 ms apart; each timed from its publish to its arrival.
   const publishedAt = new Map<string, number>();
   const seqOf = new Map<string, number>();
   for (let r = 0; r < ROUNDS; r++) {
     for (let k = 0; k < KEYS; k++) {
       publishedAt.set(`user_k${k} ${r}`, Date.now());
-      seqOf.set(`user_k${k} ${r}`, (await h.publish(ORDERED, 'user.updated', { userId: `user_k${k}`, n: r })).seq);
+      seqOf.set(`user_k${k} ${r}`, (await publish(ORDERED, { userId: `user_k${k}`, n: r })).seq);
     }
     await new Promise((res) => setTimeout(res, 200));
   }
@@ -128,6 +144,8 @@ test("a tenant's 1,000-endpoint fan-out hands no event back, all of it arrives, 
   const fanOutMs = Date.now() - burst;
   const everyOrdered = () => ordered.received.filter((g) => dataOf(g).n >= 0);
   await eventually(() => (new Set(everyOrdered().map((g) => `${dataOf(g).userId} ${dataOf(g).n}`)).size >= KEYS * ROUNDS ? true : undefined), 60_000, 'every ordered event');
+  const everyPlain = () => plain.received.filter((g) => dataOf(g).n >= 0);
+  await eventually(() => (new Set(everyPlain().map((g) => `${dataOf(g).userId} ${dataOf(g).n}`)).size >= KEYS * ROUNDS ? true : undefined), 60_000, 'every event at the unordered endpoint');
   await eventually(async () => { const c = await routerConsumer(); return c.num_pending === 0 && c.num_ack_pending === 0 ? true : undefined; }, 30_000, 'every event acked by the router');
   const maxRedelivered = await redelivered.stop();
   const after = await routerConsumer();
@@ -146,6 +164,10 @@ test("a tenant's 1,000-endpoint fan-out hands no event back, all of it arrives, 
   for (const g of everyOrdered()) { const d = dataOf(g); const k = `${d.userId} ${d.n}`; if (!first.has(k)) first.set(k, g); }
   const waits = [...first].map(([k, g]) => g.at - publishedAt.get(k)!).sort((a, b) => a - b);
   t.log(`the ordered tenant's ${first.size} events arrived in ${waits[0]} / ${waits[Math.floor(waits.length / 2)]} / ${waits[waits.length - 1]} ms (min / median / max) after their publish`);
+  const plainFirst = new Map<string, Received>();
+  for (const g of everyPlain()) { const d = dataOf(g); const k = `${d.userId} ${d.n}`; if (!plainFirst.has(k)) plainFirst.set(k, g); }
+  const plainWaits = [...plainFirst].map(([k, g]) => g.at - publishedAt.get(k)!).sort((a, b) => a - b);
+  t.log(`at its unordered endpoint: ${plainWaits[0]} / ${plainWaits[Math.floor(plainWaits.length / 2)]} / ${plainWaits[plainWaits.length - 1]} ms`);
   const slowestByRound = Array.from({ length: ROUNDS }, (_, r) => Math.max(...[...first].filter(([k]) => k.endsWith(` ${r}`)).map(([k, g]) => g.at - publishedAt.get(k)!)));
   t.log(`slowest of each round (200 ms apart): ${slowestByRound.join(', ')} ms`);
   routedSub.unsubscribe();

@@ -2,11 +2,16 @@
 // its own, and a free place in the window goes to the next tenant in turn that has one waiting and is under
 // its own share of the window. So a tenant's 10,000-delivery fan-out is sent at the same pace as before
 // when it is alone, and another tenant's delivery waits behind at most one turn, not behind the whole
-// fan-out; and a bounded window keeps every publish's ack well within its timeout (the whole fan-out at
-// once had the server answer the last ones after the publisher gave up on them, handing events back).
-// The window follows the server's pace: a fixed count of publishes in flight is seconds of waiting for a
-// server that stores slowly (a loaded machine), so past SLOW_ACK_MS of waiting for an ack the window is
-// halved (once per backlog), and it grows back by one per ack answered within a quarter of that.
+// fan-out.
+//
+// What is in the window waits in nats-server, in the order it was sent, and every other request of the
+// connection (another tenant's publish, the drain records' read, the directory's sync) waits behind it: a
+// window of thousands was seconds of waiting for every tenant on a server storing a few thousand a second
+// (a loaded machine). So the window aims at a short wait, TARGET_ACK_MS, not at the publish timeout: an ack
+// that waited longer halves it (once per round trip: the late acks of what was sent before a halving were
+// its cause), and while it is full, each ack answered within half of that grows it by one (doubling per
+// round trip). A server that stores quickly gets the window it keeps busy; a slow one holds about
+// TARGET_ACK_MS of publishes, and no publish comes near its 5 s timeout (which hands its event back).
 //
 // A tenant's publishes leave in the order they were queued, so its deliveries are stored in event order as
 // before; between tenants the order changes, which the late marks see and mark (src/router/late-marks.ts).
@@ -40,10 +45,11 @@ interface TenantQueue {
   waiters: { below: number; go: () => void }[];
 }
 
-/** An ack that took longer than this shrinks the window; the publisher gives up after 5 s. */
-export const SLOW_ACK_MS = 1000;
-/** The window never shrinks below this. */
-export const MIN_WINDOW = 64;
+/** The wait for an ack the window aims under: longer halves it, within half of it grows it. */
+export const TARGET_ACK_MS = 100;
+/** The window never shrinks below this, and starts here. */
+export const MIN_WINDOW = 16;
+export const FIRST_WINDOW = 64;
 
 export function createFairPublishes(publisher: AckedPublisher, opts: {
   window: number; perTenant: number; now?: () => number;
@@ -54,14 +60,15 @@ export function createFairPublishes(publisher: AckedPublisher, opts: {
   const turns = new Map<string, TenantQueue>();
   let running = 0;
   /** Publishes in flight at most now (opts.window at most), and when it was last halved. */
-  let window = opts.window;
+  let window = Math.min(opts.window, FIRST_WINDOW);
   let shrunkAt = -Infinity;
   const answered = (sentAt: number): void => {
     const t = now();
     const waited = t - sentAt;
-    if (waited <= SLOW_ACK_MS / 4) window = Math.min(opts.window, window + 1);
-    // Once per backlog: the late acks of publishes sent before the last halving were its cause.
-    else if (waited > SLOW_ACK_MS && sentAt > shrunkAt) {
+    // Grown only while it bounds what is sent: a window that was never full says nothing of the server.
+    if (waited <= TARGET_ACK_MS / 2) { if (running >= window) window = Math.min(opts.window, window + 1); }
+    // Once per round trip: the late acks of publishes sent before the last halving were its cause.
+    else if (waited > TARGET_ACK_MS && sentAt > shrunkAt) {
       window = Math.max(MIN_WINDOW, Math.floor(window / 2));
       shrunkAt = t;
     }

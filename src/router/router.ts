@@ -49,7 +49,10 @@ import { LIMIT_NAMES, type TenantLimits } from '../tenants/limits.ts';
  * Far above one tenant's share below, so it is reached only when many tenants are busy at once.
  */
 const MAX_ROUTING = 65_536;
-/** Fan-out publishes awaiting their ack at once, and one tenant's share of them (src/router/fair-publishes.ts). */
+/**
+ * Fan-out publishes awaiting their ack at once at most, and one tenant's share of them; the window itself
+ * aims at a short wait for acks below that (src/router/fair-publishes.ts).
+ */
 const PUBLISH_WINDOW = 4096;
 const TENANT_PUBLISH_WINDOW = 1024;
 /**
