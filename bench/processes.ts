@@ -9,10 +9,19 @@ import type { LoopStats, ServiceChildCommand, ServiceChildMessage } from './serv
 import { progress } from './report.ts';
 import { sleep } from './time.ts';
 
-/** The node flags of `npm start` (package.json), so the bench measures the service as it is run. */
-const SERVICE_NODE_FLAGS: string[] = (() => {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
-  return pkg.scripts.start.match(/(?<=\s)--[\w-]+(?:=\S+)?/g) ?? [];
+/**
+ * The node arguments `npm start` runs the service with (`bin/hookstream`'s `exec "$node" …` line, up to the
+ * CLI's entry), so the bench measures the service as it is run: without them it ran with V8's
+ * allocation-site pretenuring, which the service turns off for its GC (see bin/hookstream).
+ */
+export const SERVICE_NODE_FLAGS: string[] = (() => {
+  const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
+  const script = readFileSync(new URL('../bin/hookstream', import.meta.url), 'utf8');
+  const line = /^exec "\$node" (.*)$/m.exec(script)?.[1];
+  if (!line) throw new Error('bench: bin/hookstream has no `exec "$node" …` line to take the service\'s node flags from');
+  const words = line.split(/\s+/).map((w) => w.replace(/"/g, '').replace('$here/..', root));
+  const entry = words.findIndex((w) => w.endsWith('/src/cli/main.ts'));
+  return words.slice(0, entry);
 })();
 
 /**
