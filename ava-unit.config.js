@@ -4,6 +4,7 @@
 export default {
   extensions: ['ts'],
   files: [
+    'test/ack-subject.test.ts',
     'test/api-openapi.test.ts',
     'test/catalogue.test.ts',
     'test/config.test.ts',
@@ -18,6 +19,7 @@ export default {
     'test/target-policy.test.ts',
     'test/telemetry-config.test.ts',
     'test/webhook-id.test.ts',
+    'test/wire-headers.test.ts',
   ],
   timeout: '60s',
   workerThreads: false,

@@ -8,6 +8,7 @@ import type { AdminClient } from '../src/admin/client.ts';
 import { createReadiness } from '../src/ops/readiness.ts';
 import { startOpsServer } from '../src/ops/server.ts';
 import { openDatabase, closeDatabase } from '../src/db/orm.ts';
+import { Metrics } from '../src/metrics.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 
 let h: TestService;
@@ -155,4 +156,16 @@ test('a process without the api role serves the same paths on its own server', a
   } finally {
     await server.close();
   }
+});
+
+test('a counter\'s series counts with the same labels as inc(labels), and shows from its first count', (t) => {
+  const registry = new Metrics();
+  const c = registry.counter('x_total', 'x');
+  const ok = c.series({ event: 'user.created' });
+  t.notRegex(registry.render(), /x_total\{/, 'no series before its first count');
+  ok.inc();
+  c.inc({ event: 'user.created' });
+  ok.inc(2);
+  t.is(c.get({ event: 'user.created' }), 4);
+  t.is(parse(registry.render()).find((s) => s.name === 'x_total')?.value, 4);
 });

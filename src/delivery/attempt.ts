@@ -73,6 +73,7 @@ export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m
 }
 
 const FAILURE_WARNING_INTERVAL_MS = 5 * 60_000;
+const SETTLED = Promise.resolve();
 
 type Prepared =
   | { fate: 'hold' }
@@ -111,19 +112,34 @@ export function createAttempts(deps: {
   const maxDeliver = retrySchedule.length + 1;
   // A failing endpoint's first failed attempt is a warning, then one every 5 minutes; the rest at debug.
   const failures = createSampledWarnings(log, { intervalMs: FAILURE_WARNING_INTERVAL_MS });
+  // Each event type's two counters of every attempt, looked up once (no more entries than the counters' own series).
+  const counted = new Map<string, { attempts: { inc(): void }; acknowledged: { inc(): void } }>();
+  const countersOf = (event: string) => {
+    let c = counted.get(event);
+    if (!c) counted.set(event, (c = { attempts: metrics.attempts.series({ event }), acknowledged: metrics.acknowledged.series({ event }) }));
+    return c;
+  };
 
   // Opening a sealed secret costs a libsodium call: each endpoint keeps the keys of its live secrets, and
   // only those (a rotation's old key goes with its grace period). Per endpoint: a value copied to another
   // endpoint must meet open()'s binding check there, not a cache hit.
-  const keyCache = new Map<EndpointId, { sealed: string; keys: SigningKey[] }>();
+  // Checked by the endpoint's state object (the directory replaces it on every change) and the time its
+  // next live secret expires, so a delivery does not list, filter and join the secrets again.
+  const keyCache = new Map<EndpointId, { state: EndpointState; until: number; sealed: string; keys: SigningKey[] }>();
   const sealedOf = (live: SealedSecret[]) => live.map((s) => s.sealed).join(' ');
   const keysFor = (state: EndpointState, now: number): SigningKey[] => {
+    const cached = keyCache.get(state.id);
+    if (cached?.state === state && now < cached.until) return cached.keys;
     const live = liveSecrets(state, now);
     const sealed = sealedOf(live);
-    const cached = keyCache.get(state.id);
-    if (cached?.sealed === sealed) return cached.keys;
+    const until = Math.min(...live.map((s) => (s.expires_at === null ? Infinity : Date.parse(s.expires_at))));
+    if (cached?.sealed === sealed) {
+      cached.state = state;
+      cached.until = until;
+      return cached.keys;
+    }
     const keys = live.map((s) => signingKeyFor(state.signatureScheme, deps.secrets.open(s.sealed, state.id)));
-    keyCache.set(state.id, { sealed, keys });
+    keyCache.set(state.id, { state, until, sealed, keys });
     return keys;
   };
 
@@ -159,13 +175,27 @@ export function createAttempts(deps: {
     return { fate: 'send', state, webhookId, event };
   }
 
-  async function attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> {
-    const endpointId = lane.id;
-    const m = tracked.msg;
+  // Not an async function: the common attempt's promise is its POST's (deliver), with no wrapper around it.
+  function attempt(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> {
     // The one rate-limit check of the hot path: endpoints without a limit pay this null test and nothing
     // else. Waiting for a token is not an attempt; the sweep keeps the message alive meanwhile.
-    const rateLimit = directory.get(endpointId)?.rateLimit ?? null;
-    if (rateLimit !== null && !(await deps.rates.acquire(endpointId, rateLimit, () => lane.closed))) return;
+    const rateLimit = directory.get(lane.id)?.rateLimit ?? null;
+    if (rateLimit !== null) return limited(lane, tracked, release, rateLimit);
+    try {
+      return settle(lane, tracked, release) ?? SETTLED;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  async function limited(lane: AttemptLane, tracked: InFlight, release: () => void, rateLimit: number): Promise<void> {
+    if (await deps.rates.acquire(lane.id, rateLimit, () => lane.closed)) await settle(lane, tracked, release);
+  }
+
+  /** Prepared, then sent (traced or not), or settled at once (undefined). */
+  function settle(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> | undefined {
+    const endpointId = lane.id;
+    const m = tracked.msg;
     const prepared = prepare(endpointId, m);
     if (prepared.fate === 'hold') return;
     if (prepared.fate === 'ack') return void m.ack();
@@ -189,7 +219,9 @@ export function createAttempts(deps: {
     const started = performance.now();
     let plain: Uint8Array;
     try {
-      plain = deps.bodies ? await deps.bodies.open(m.data) : m.data;
+      // Opened at once when its keys are in memory: awaited only when it is a promise (a turn saved).
+      const opened = deps.bodies ? deps.bodies.open(m.data) : m.data;
+      plain = opened instanceof Promise ? await opened : opened;
     } catch (e) {
       if (!isDataKeyErased(e)) throw e;
       // Its subject was erased (the key that sealed it is destroyed): dropped unsent, never dead-lettered.
@@ -202,7 +234,8 @@ export function createAttempts(deps: {
     const headers = deliveryHeaders({ webhookId, event, keys: keysFor(state, startedAt), body, now: startedAt });
     // Not signed, so off by default (HOOKSTREAM_FORWARD_TRACEPARENT); tracestate and baggage never go out.
     if (span && tracing.forwardTraceparent) headers['traceparent'] = traceparentOf(span);
-    metrics.attempts.inc({ event });
+    const counters = countersOf(event);
+    counters.attempts.inc();
     const outcome = await sender.send({ url: state.url, pool: state.tenant, headers, body });
     if (span) attemptAnswered(span, outcome);
     const ended = performance.now();
@@ -225,7 +258,7 @@ export function createAttempts(deps: {
       deps.recentAcks.add(m);
       deps.attemptLog?.record({ ...logged, outcome: 'ok' });
       if (!deps.stored.ack(m, endpointId)) m.ack();
-      metrics.acknowledged.inc({ event });
+      counters.acknowledged.inc();
       return;
     }
     inFlight.delete(tracked);

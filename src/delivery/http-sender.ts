@@ -88,6 +88,17 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
     return pool;
   };
 
+  // An endpoint's URL is parsed and checked once, not on every attempt (a URL object and its origin each time).
+  const targets = new Map<string, Target>();
+  const targetOf = (url: string): Target => {
+    let target = targets.get(url);
+    if (!target) {
+      if (targets.size >= MAX_TARGETS) targets.delete(targets.keys().next().value!);
+      targets.set(url, (target = parseTarget(url, opts.allowPrivateTargets)));
+    }
+    return target;
+  };
+
   async function send(req: SendRequest): Promise<AttemptOutcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
@@ -96,27 +107,16 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
       ...(bodySnippet ? { bodySnippet } : {}),
     });
 
-    let url: URL;
-    try {
-      url = new URL(req.url);
-    } catch {
-      return fail('invalid_url', 'not a valid URL');
-    }
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') return fail('invalid_url', `unsupported scheme ${url.protocol}`);
-    if (url.username || url.password) return fail('invalid_url', 'URL must not carry credentials');
-    if (!opts.allowPrivateTargets) {
-      // IP-literal hosts never reach the guarded lookup (net.connect skips DNS for them): check here.
-      const problem = checkTargetUrl(url, false);
-      if (problem) return fail('forbidden_target', `target ${problem}`);
-    }
+    const target = targetOf(req.url);
+    if ('kind' in target) return fail(target.kind, target.error);
 
     let answer: Answer;
     const pool = poolOf(req.pool ?? '');
     pool.running++;
     try {
       answer = await exchange(pool.agent, {
-        origin: url.origin,
-        path: url.pathname + url.search,
+        origin: target.origin,
+        path: target.path,
         method: 'POST',
         headers: withUserAgent(req.headers),
         body: req.body,
@@ -150,6 +150,29 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
       pools.clear();
     },
   };
+}
+
+/** URLs whose parse is kept (the oldest goes first): about one per endpoint a process delivers to. */
+const MAX_TARGETS = 20_000;
+
+/** Where a URL's POSTs go, or why none may. */
+type Target = { origin: string; path: string } | { kind: FailureKind; error: string };
+
+function parseTarget(raw: string, allowPrivateTargets: boolean): Target {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { kind: 'invalid_url', error: 'not a valid URL' };
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { kind: 'invalid_url', error: `unsupported scheme ${url.protocol}` };
+  if (url.username || url.password) return { kind: 'invalid_url', error: 'URL must not carry credentials' };
+  if (!allowPrivateTargets) {
+    // IP-literal hosts never reach the guarded lookup (net.connect skips DNS for them): check here.
+    const problem = checkTargetUrl(url, false);
+    if (problem) return { kind: 'forbidden_target', error: `target ${problem}` };
+  }
+  return { origin: url.origin, path: url.pathname + url.search };
 }
 
 /** What an attempt keeps of an answer: its status, its headers, and the first MAX_RESPONSE_READ bytes of its body. */
@@ -223,7 +246,8 @@ function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeou
 }
 
 function withUserAgent(headers: Record<string, string>): Record<string, string> {
-  return Object.keys(headers).some((k) => k.toLowerCase() === 'user-agent') ? headers : { ...headers, 'user-agent': USER_AGENT };
+  for (const k in headers) if (k.length === 10 && k.toLowerCase() === 'user-agent') return headers;
+  return { ...headers, 'user-agent': USER_AGENT };
 }
 
 /** Every error of an error, its causes and an AggregateError's members (happy eyeballs raises those). */

@@ -102,7 +102,9 @@ export function createPullLoops(deps: {
   log: Logger;
 }): PullLoops {
   const { inFlight, log } = deps;
-  const attempts = new Set<Promise<void>>();
+  /** Attempts started and not yet ended, and who waits for none to be left (settle). */
+  let running = 0;
+  let idle: (() => void)[] = [];
   const lanes = new Set<Lane>();
   const slotsOf = new Map<EndpointId, Slots>();
   /** Gated (keyed) lanes by tenant. */
@@ -125,16 +127,24 @@ export function createPullLoops(deps: {
       slots.running--;
       for (const l of slots.lanes) pump(l);
     };
-    const seq = tracked.msg.seq;
-    const p = deps.attempt(lane, tracked, release).catch((e: unknown) => {
-      log.error('delivery attempt crashed; it will be retried', { endpoint: lane.id, seq, reason: describe(e) });
-    }).finally(() => {
-      inFlight.delete(tracked);
-      release();
-      lane.gate?.ended(tracked);
+    running++;
+    // One reaction per attempt, not a catch, a finally and a set of promises (each a promise per delivery).
+    const ended = () => {
+      try {
+        inFlight.delete(tracked);
+        release();
+        lane.gate?.ended(tracked);
+      } finally {
+        if (--running === 0 && idle.length > 0) {
+          for (const resolve of idle) resolve();
+          idle = [];
+        }
+      }
+    };
+    deps.attempt(lane, tracked, release).then(ended, (e: unknown) => {
+      log.error('delivery attempt crashed; it will be retried', { endpoint: lane.id, seq: tracked.msg.seq, reason: describe(e) });
+      ended();
     });
-    attempts.add(p);
-    void p.finally(() => attempts.delete(p));
   }
 
   function pump(lane: Lane): void {
@@ -213,8 +223,8 @@ export function createPullLoops(deps: {
         },
       };
     },
-    async settle() {
-      await Promise.allSettled([...attempts]);
+    settle() {
+      return running === 0 ? Promise.resolve() : new Promise<void>((resolve) => idle.push(resolve));
     },
     held() {
       let n = 0;

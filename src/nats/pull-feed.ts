@@ -13,7 +13,7 @@
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { toPulledMsg, type PulledMsg } from './pulled-msg.ts';
+import { ackSubjectReader, toPulledMsg, type PulledMsg } from './pulled-msg.ts';
 
 export interface PullFeed {
   /** Pull if the owner's capacity (read through `capacity()`) is not yet asked for. */
@@ -50,7 +50,13 @@ export function createPullFeeds(nc: NatsConnection, opts: {
 }): PullFeeds {
   const { log } = opts;
   const feeds = new Set<FeedState>();
-  const pullBody = (batch: number) => JSON.stringify({ batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 });
+  // Encoded once per batch size (at most the lanes of an endpoint): a busy endpoint pulls every few deliveries.
+  const pullBodies = new Map<number, Uint8Array>();
+  const pullBody = (batch: number): Uint8Array => {
+    let body = pullBodies.get(batch);
+    if (!body) pullBodies.set(batch, (body = new TextEncoder().encode(JSON.stringify({ batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 }))));
+    return body;
+  };
 
   interface FeedState {
     api: string;
@@ -133,6 +139,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
   return {
     open({ stream, consumer, capacity, onMessage }) {
       const inbox = createInbox(opts.inboxPrefix);
+      const readAck = ackSubjectReader();
       const f: FeedState = {
         api: `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, inbox, requested: 0, heard: performance.now(),
         closed: false, retry: undefined, capacity, onMessage, threshold: Math.max(1, Math.ceil(capacity() / 4)),
@@ -142,7 +149,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
             f.heard = performance.now();
             if (m.subject === inbox) return onStatus(f, m);
             if (f.requested > 0) f.requested--;
-            const pulled = toPulledMsg(nc, m);
+            const pulled = toPulledMsg(nc, m, readAck);
             if (!pulled) return log.error('pulled message without an ack subject; skipped', { subject: m.subject });
             f.onMessage(pulled);
             fill(f);

@@ -2,6 +2,8 @@
 // its four acknowledgements. nats.js builds its JsMsg only inside its own consume()/fetch(); the feed pulls
 // by hand (pulls sized to free lanes), so the message is read here, the same way.
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import type { MsgImpl } from '@nats-io/nats-core/internal';
+import { WireHeaders } from './wire-headers.ts';
 
 export interface DeliveryInfo {
   stream: string;
@@ -41,15 +43,68 @@ export function parseAckSubject(reply: string): DeliveryInfo | undefined {
   return { stream: t[at]!, consumer: t[at + 1]!, deliveryCount, streamSequence };
 }
 
+/** A non-negative integer written in `s` from `from` to `to`, or -1: read without cutting a string out. */
+function digitsAt(s: string, from: number, to: number): number {
+  if (to <= from || to - from > 15) return -1;
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
+/**
+ * parseAckSubject for the messages of one consumer: once one is read in full, the others' subjects start
+ * the same way up to the consumer's name, so only their two numbers are read (no split into a dozen strings
+ * per delivery), and every delivery shares the first one's stream and consumer names.
+ */
+export function ackSubjectReader(): (reply: string) => DeliveryInfo | undefined {
+  let known: { prefix: string; stream: string; consumer: string } | undefined;
+  return (reply) => {
+    if (known && reply.startsWith(known.prefix)) {
+      const at = known.prefix.length;
+      const dot = reply.indexOf('.', at);
+      const deliveryCount = dot < 0 ? -1 : digitsAt(reply, at, dot);
+      const end = dot < 0 ? -1 : reply.indexOf('.', dot + 1);
+      const streamSequence = end < 0 ? -1 : digitsAt(reply, dot + 1, end);
+      if (deliveryCount >= 0 && streamSequence >= 0) return { stream: known.stream, consumer: known.consumer, deliveryCount, streamSequence };
+    }
+    const info = parseAckSubject(reply);
+    if (info) {
+      // Up to and including the consumer's token: `$JS.ACK.[<domain>.<hash>.]<stream>.<consumer>.`, the
+      // 4th dot (nine tokens, 2.9) or the 6th.
+      const dots = reply.split('.').length === 9 ? 4 : 6;
+      let end = -1;
+      for (let i = 0; i < dots; i++) end = reply.indexOf('.', end + 1);
+      known = { prefix: reply.slice(0, end + 1), stream: info.stream, consumer: info.consumer };
+    }
+    return info;
+  };
+}
+
 // Encoded once: one is published per delivery.
 const ACK = new TextEncoder().encode('+ACK');
 const WORKING = new TextEncoder().encode('+WPI');
 const TERM = new TextEncoder().encode('+TERM');
 
+/**
+ * The header block of a message as nats.js received it (its parser's fields), read by wire-headers.ts;
+ * undefined when it has none, or when nats.js no longer looks like this (then its own decoder is used).
+ */
+function headerBlock(msg: Msg): Uint8Array | undefined | null {
+  const { _msg: arg, _rdata: raw } = msg as Partial<MsgImpl>;
+  if (typeof arg?.hdr !== 'number' || !(raw instanceof Uint8Array)) return null;
+  return arg.hdr > 0 ? raw.subarray(0, arg.hdr) : undefined;
+}
+
 class Pulled implements PulledMsg {
   readonly info: DeliveryInfo;
   readonly #msg: Msg;
   readonly #nc: NatsConnection;
+  /** Read on first use. */
+  #headers: MsgHdrs | undefined | null = null;
 
   constructor(nc: NatsConnection, msg: Msg, info: DeliveryInfo) {
     this.#nc = nc;
@@ -59,7 +114,11 @@ class Pulled implements PulledMsg {
 
   get subject() { return this.#msg.subject; }
   get data() { return this.#msg.data; }
-  get headers() { return this.#msg.headers; }
+  get headers() {
+    if (this.#headers !== null) return this.#headers;
+    const block = headerBlock(this.#msg);
+    return (this.#headers = block === null ? this.#msg.headers : block && new WireHeaders(block));
+  }
   get reply() { return this.#msg.reply!; }
   get seq() { return this.info.streamSequence; }
   ack() { this.#nc.publish(this.reply, ACK); }
@@ -74,7 +133,7 @@ export function nakSubject(nc: NatsConnection, reply: string, delayMs?: number):
 }
 
 /** The pulled message, or undefined when `msg` carries no JetStream ack subject. */
-export function toPulledMsg(nc: NatsConnection, msg: Msg): PulledMsg | undefined {
-  const info = msg.reply ? parseAckSubject(msg.reply) : undefined;
+export function toPulledMsg(nc: NatsConnection, msg: Msg, read: (reply: string) => DeliveryInfo | undefined = parseAckSubject): PulledMsg | undefined {
+  const info = msg.reply ? read(msg.reply) : undefined;
   return info ? new Pulled(nc, msg, info) : undefined;
 }
