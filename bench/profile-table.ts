@@ -2,6 +2,7 @@
 // or `--cpu-prof DIR`), or from nats-server's (.pprof, `--nats-prof-port`; read with `go tool pprof`):
 //   node bench/profile-table.ts DIR/steady0.cpuprofile [more.cpuprofile ...] [--top N]
 //   node bench/profile-table.ts DIR/steady0.nats.pprof [more.nats.pprof ...]
+//   node bench/profile-table.ts DIR/steady0.heapprofile [more.heapprofile ...]   (BENCH_HEAP_SAMPLING=1)
 // Two tables, summed over the files given: self time by module (project source file, npm package, Node
 // internal, V8's own entries), and every sample charged to the part of the delivery path it works for
 // (the nearest project frame on its stack that names one, see PARTS), with the functions it spent most in.
@@ -171,12 +172,45 @@ function serverMain(files: string[]): void {
   process.stdout.write(out.join('\n') + '\n');
 }
 
+interface HeapNode { callFrame: CallFrame; selfSize: number; children?: HeapNode[] }
+
+/**
+ * Bytes allocated (`BENCH_HEAP_SAMPLING=1` beside --phase-prof: V8's sampling heap profiler, objects GC
+ * collected included) by the part of the delivery path the allocating stack works for, as for CPU samples.
+ */
+function heapMain(files: string[]): void {
+  const by = new Map<string, number>();
+  let total = 0;
+  const walk = (n: HeapNode, stack: CallFrame[]): void => {
+    const frames = [n.callFrame, ...stack];
+    if (n.selfSize > 0) {
+      total += n.selfSize;
+      let part: string | undefined;
+      for (const f of frames) if ((part = PARTS.find(([, re, fn]) => re.test(moduleOf(f)) && (!fn || fn.test(f.functionName)))?.[0])) break;
+      const owner = frames.map(moduleOf).find((m) => !m.startsWith('node:') && !m.startsWith('(')) ?? moduleOf(n.callFrame);
+      const k = part ?? unattributed(owner);
+      by.set(k, (by.get(k) ?? 0) + n.selfSize);
+    }
+    for (const c of n.children ?? []) walk(c, frames);
+  };
+  for (const f of files) walk((JSON.parse(readFileSync(f, 'utf8')) as { head: HeapNode }).head, []);
+  const factsFiles = files.map((f) => f.replace(/\.heapprofile$/, '.json'));
+  const deliveries = factsFiles.every(existsSync) ? factsFiles.reduce((n, f) => n + (JSON.parse(readFileSync(f, 'utf8')) as PhaseFacts).deliveries, 0) : 0;
+  const per = (b: number) => (deliveries ? `${(b / deliveries / 1024).toFixed(1)} KB` : `${(b / 1e6).toFixed(1)} MB`);
+  const out = [`allocated ${(total / 1e6).toFixed(0)} MB${deliveries ? `, ${per(total)} per delivery (${deliveries} deliveries)` : ''}`, ''];
+  out.push('| part of the delivery path | allocated per delivery | share |', '|---|---|---|');
+  for (const [k, b] of [...by].sort((a, b2) => b2[1] - a[1])) out.push(`| ${k} | ${per(b)} | ${((b / total) * 100).toFixed(1)} % |`);
+  process.stdout.write(out.join('\n') + '\n');
+}
+
 function main(): void {
   const args = process.argv.slice(2);
   const topAt = args.indexOf('--top');
   const top = topAt >= 0 ? Number(args[topAt + 1]) : 25;
   const pprofs = args.filter((a) => a.endsWith('.pprof'));
   if (pprofs.length > 0) return serverMain(pprofs);
+  const heaps = args.filter((a) => a.endsWith('.heapprofile'));
+  if (heaps.length > 0) return heapMain(heaps);
   const files = args.filter((a, i) => a.endsWith('.cpuprofile') && (topAt < 0 || i !== topAt + 1));
   if (files.length === 0) {
     process.stderr.write('usage: node bench/profile-table.ts FILE.cpuprofile [...] [--top N] | FILE.pprof [...]\n');

@@ -72,6 +72,7 @@ const loopStats = (): LoopStats => {
 // One sample every 500 µs (V8 default: 1 ms): enough samples in a few seconds, little overhead.
 const PROFILE_INTERVAL_US = 500;
 let profiler: Session | undefined;
+const heapSampling = process.env['BENCH_HEAP_SAMPLING'] === '1';
 async function profile(m: ServiceChildCommand & { type: 'profile-start' | 'profile-stop' }): Promise<void> {
   if (m.type === 'profile-start') {
     profiler = new Session();
@@ -79,7 +80,13 @@ async function profile(m: ServiceChildCommand & { type: 'profile-start' | 'profi
     await profiler.post('Profiler.enable');
     await profiler.post('Profiler.setSamplingInterval', { interval: PROFILE_INTERVAL_US });
     await profiler.post('Profiler.start');
+    // BENCH_HEAP_SAMPLING=1: also what the phase allocated, by stack (objects GC collected included).
+    if (heapSampling) await profiler.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
   } else if (profiler) {
+    if (heapSampling) {
+      const { profile: heap } = await profiler.post('HeapProfiler.stopSampling');
+      writeFileSync(m.file.replace(/\.cpuprofile$/, '.heapprofile'), JSON.stringify(heap));
+    }
     const { profile } = await profiler.post('Profiler.stop');
     profiler.disconnect();
     profiler = undefined;
