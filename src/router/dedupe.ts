@@ -13,7 +13,11 @@ export const MSG_ID_HEADER = 'Nats-Msg-Id';
  * The producer's id is hashed: it may hold any characters and be long, and the hash keeps it to 22.
  */
 export function fanOutMsgId(tenant: string, producerMsgId: string | undefined, webhookId: string, endpointId: string): string {
-  if (!producerMsgId) return `${webhookId}.${endpointId}`;
-  const scoped = createHash('sha256').update(`${tenant}\n${producerMsgId}`).digest().subarray(0, 16).toString('base64url');
-  return `${scoped}.${endpointId}`;
+  return `${fanOutMsgIdPrefix(tenant, producerMsgId, webhookId)}.${endpointId}`;
+}
+
+/** What comes before `.<endpoint>` in every fan-out publish of one event: hashed once per event, not per endpoint. */
+export function fanOutMsgIdPrefix(tenant: string, producerMsgId: string | undefined, webhookId: string): string {
+  if (!producerMsgId) return webhookId;
+  return createHash('sha256').update(`${tenant}\n${producerMsgId}`).digest().subarray(0, 16).toString('base64url');
 }

@@ -26,7 +26,7 @@ import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publish
 import type { OpsEvents } from '../ops/events.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
-import { fanOutMsgId, MSG_ID_HEADER } from './dedupe.ts';
+import { fanOutMsgIdPrefix, MSG_ID_HEADER } from './dedupe.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
@@ -367,7 +367,8 @@ export async function startRouter(deps: {
     const queuedAt: [string, number, string][] = [];
     const indexed = () => deps.erasureIndex?.record({ tenant: parsed.tenant, data: parsed.data, eventsSeq: m.seq, webhookId, orderingKey: keyed.ordering?.key, deliveries: queuedAt });
     const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
-    const producerMsgId = m.headers?.get(MSG_ID_HEADER) || undefined;
+    // Hashed once for the whole fan-out (a producer's id), not once per endpoint.
+    const msgIdPrefix = fanOutMsgIdPrefix(parsed.tenant, m.headers?.get(MSG_ID_HEADER) || undefined, webhookId);
     const eventSeq = String(m.seq);
     // Stored before the event's ack: the marks of its deliveries, and for a retry, a mark after what its
     // earlier routing stored (whose own marks may never have been stored).
@@ -406,7 +407,7 @@ export async function startRouter(deps: {
         if (tracing.on) carryContext(h);
         // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
         // (which the delivery role drops as routed before the restore): its id names the new life.
-        const id = fanOutMsgId(parsed.tenant, producerMsgId, webhookId, endpoint.id);
+        const id = `${msgIdPrefix}.${endpoint.id}`;
         h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
         return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
       });
