@@ -6,6 +6,7 @@ export default {
   files: [
     'test/ack-subject.test.ts',
     'test/api-openapi.test.ts',
+    'test/api-thread-split.test.ts',
     'test/catalogue.test.ts',
     'test/config.test.ts',
     'test/console-html.test.ts',

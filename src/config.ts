@@ -37,6 +37,8 @@ export interface Config {
   dataDir: string;
   production: boolean;
   roles: Role[];
+  /** HOOKSTREAM_API_THREAD: a process running API-side and delivery-side roles runs the API side in a thread of its own. */
+  apiThread: boolean;
   /** Delays before retries 1..n; n is max_retries. */
   retrySchedule: number[];
   attemptTimeoutMs: number;
@@ -103,6 +105,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'PORTAL_FRAME_ANCESTORS', default: '', meaning: 'origins (https://dashboard.example.com, comma-separated) that may frame the tenant portal' },
   { name: 'HOOKSTREAM_DATA_DIR', default: '.hookstream', meaning: 'where development keys, and the data of the local Postgres and nats-server `npm start` runs when none answers, are kept' },
   { name: 'HOOKSTREAM_ROLES', default: ROLES.join(','), meaning: 'roles this process runs' },
+  { name: 'HOOKSTREAM_API_THREAD', default: '1', meaning: 'a process running the api or console role with router, delivery, deadletter or admin runs the api, console and endpoint projection in a thread of their own (own event loop and heap); 0 keeps every role in one thread' },
   { name: 'HOOKSTREAM_RETRY_SCHEDULE', default: DEFAULT_RETRY_SCHEDULE, meaning: 'delays before retries 1..n (n = max_retries)' },
   { name: 'HOOKSTREAM_ATTEMPT_TIMEOUT', default: '15s', meaning: 'time limit of one delivery attempt' },
   { name: 'HOOKSTREAM_DISABLE_AFTER', default: '5d', meaning: 'an endpoint whose attempts all failed this long, with no success, is disabled (failing); 0 never' },
@@ -295,6 +298,7 @@ export function loadConfig(env: Env = process.env): Config {
     allowPrivateTargets: flag(env, 'HOOKSTREAM_ALLOW_PRIVATE_TARGETS'),
     forwardTraceparent: flag(env, 'HOOKSTREAM_FORWARD_TRACEPARENT'),
     sealDeliveries: flag(env, 'HOOKSTREAM_SEAL_DELIVERIES', '1'),
+    apiThread: flag(env, 'HOOKSTREAM_API_THREAD', '1'),
     maxInFlightPerEndpoint: int(env, 'HOOKSTREAM_MAX_IN_FLIGHT', 16, 1, 1000),
     maxQueuedPerEndpoint: int(env, 'HOOKSTREAM_MAX_QUEUED', MAX_QUEUED_PER_ENDPOINT, 1, 10_000_000),
     queueRetentionMs: queueRetention(env, retrySchedule, attemptTimeoutMs),

@@ -81,7 +81,15 @@ export interface StartOptions {
   step?: (name: string) => void;
   /** Aborted when start-up gave up on this attempt (a step that never ended): its connections are closed. */
   signal?: AbortSignal;
+  /**
+   * One half of a process split in two isolates (src/supervisor/threads.ts): `api` runs the roles that
+   * answer requests and the endpoint projection they wait on, `work` the delivery path and the other
+   * projections. Unset: every role given, in this isolate.
+   */
+  half?: Half;
 }
+
+export type Half = 'api' | 'work';
 
 let announcedVersion: string | undefined;
 
@@ -165,6 +173,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const supervisor = createRoleSupervisor({ log, restarts: metrics.roleRestarts });
     const ops = createServiceOps({
       nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'), roles: supervisor.down,
+      // The backlog gauges once per process: the half that delivers lists them.
+      backlog: opts.half !== 'api',
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
       ...(roles.has('router') ? { router: () => router } : {}),
     });
@@ -178,10 +188,14 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     step('the roles');
 
     let projector: EndpointProjector | undefined;
-    if (roles.has('projector') && orm) {
+    // Split in two isolates, the endpoint projection goes with the API (its writes wait on it), the others
+    // (an index entry per event, a row per attempt) with the delivery work that makes them.
+    if (roles.has('projector') && orm && opts.half !== 'work') {
       const p = await startEndpointProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       projector = p;
       stops.push(() => p.stop());
+    }
+    if (roles.has('projector') && orm && opts.half !== 'api') {
       // Issue 22: the erasure index's rows, where erasure finds one subject's copies, and their retention.
       const index = await startErasureIndexProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       const indexRetention = startErasureIndexRetention({ orm, log: log.child({ role: 'projector' }) });
@@ -334,7 +348,9 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       stops.push(() => c.close());
     }
 
-    log.info('hookstream started', { roles: config.roles.join(',') });
+    // A half's start is one of two: `serve` says when both have (src/supervisor/api-thread.ts).
+    if (opts.half) log.info('roles started', { roles: config.roles.join(','), thread: opts.half === 'api' ? 'api' : 'main' });
+    else log.info('hookstream started', { roles: config.roles.join(',') });
     return {
       nc, js, jsm, orm, metrics, directory, projector, api, console: consoleServer, ops, opsUrl: opsServer.url,
       // Reverse order: the roles that take work stop first, connections last.

@@ -35,6 +35,7 @@ test('defaults without any variable', (t) => {
     allowPrivateTargets: false,
     forwardTraceparent: false,
     sealDeliveries: true,
+    apiThread: true,
     maxInFlightPerEndpoint: 16,
     maxQueuedPerEndpoint: 100_000,
     queueRetentionMs: 28 * 86_400_000,

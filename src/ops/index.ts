@@ -21,10 +21,12 @@ export function createServiceOps(deps: {
   directory?: ReadinessDeps['directory'];
   router?: ReadinessDeps['router'];
   roles?: ReadinessDeps['roles'];
+  /** Whether /metrics lists the endpoints' backlogs (default true); false in the API's isolate of a split process. */
+  backlog?: boolean;
 }): Ops {
   return createOps({
     metrics: deps.metrics,
     readiness: createReadiness(deps),
-    backlog: createBacklogCollector(deps.jsm, deps.metrics, { shards: deps.shards }),
+    backlog: deps.backlog === false ? { refresh: async () => {} } : createBacklogCollector(deps.jsm, deps.metrics, { shards: deps.shards }),
   });
 }

@@ -3,10 +3,13 @@ import { ConfigError, ErrorCode, HookstreamError, describe, isHookstreamError } 
 import { createLogger, onLogLineDropped } from '../../log.ts';
 import { startLocalServers } from '../../local/index.ts';
 import { createServiceMetrics } from '../../metrics.ts';
-import { startOpsServer } from '../../ops/server.ts';
+import { combineOps } from '../../ops/combined.ts';
+import { startOpsServer, type OpsServer } from '../../ops/server.ts';
 import { createStartingOps } from '../../ops/starting.ts';
+import { startApiThread, type ApiThread } from '../../supervisor/api-thread.ts';
 import { guardProcess } from '../../supervisor/process-guards.ts';
 import { startUntilUp, type Waiting } from '../../supervisor/start-up.ts';
+import { splitRoles } from '../../supervisor/threads.ts';
 import type { Command } from '../command.ts';
 
 /** A repeat of the first signal this soon is the same stop: under `npm start`, Ctrl-C arrives twice (terminal, npm). */
@@ -21,6 +24,8 @@ export const serve: Command = {
     '',
     'Configuration comes from environment variables; see the README. Waits for NATS and Postgres at start-up',
     'as long as they take. SIGTERM or SIGINT stops it within HOOKSTREAM_SHUTDOWN_TIMEOUT; a second one at once.',
+    'The api, console and endpoint projection run in a thread of their own when the delivery roles run too',
+    '(HOOKSTREAM_API_THREAD=0: one thread).',
   ].join('\n'),
   options: { roles: { type: 'string' } },
   async run({ values }) {
@@ -58,16 +63,32 @@ export const serve: Command = {
     const { startService, needsDatabase } = await import('../../service.ts');
     let waiting: Waiting | undefined;
     const startingOps = createStartingOps(metrics, () => waiting);
+    // The API side in a thread of its own (src/supervisor/threads.ts), the delivery path in this one.
+    const split = splitRoles(given.roles, given.apiThread);
     let local;
     let opsServer;
     let service;
+    let thread: ApiThread | undefined;
     try {
       local = await startLocalServers(given, log, { database: needsDatabase(given.roles) });
       // Open before start-up, so that orchestrators hear "alive, not ready: waiting for …" meanwhile.
-      const ops = await startOpsServer(startingOps, { host: given.opsHost, port: given.opsPort, log: log.child({ role: 'ops' }) });
-      opsServer = ops;
+      const listener = await startOpsServer(startingOps, { host: given.opsHost, port: given.opsPort, log: log.child({ role: 'ops' }) });
+      opsServer = listener;
       const config = local.config;
-      service = await startUntilUp((step, signal) => startService(config, log, { metrics, opsServer: ops, step, signal }), {
+      let ops: OpsServer = listener;
+      // Once the main thread's start-up has gone through, so that what start-up waits for is logged once.
+      let startThread = () => {};
+      if (split) {
+        ops = { url: listener.url, use: (o) => listener.use(thread ? combineOps([{ ops: o }, { name: 'api thread', ops: thread.ops }]) : o), close: () => listener.close() };
+        startThread = () => {
+          thread = startApiThread({ config: { ...config, roles: split.api }, log, restarts: metrics.roleRestarts });
+          // From now on the listener answers for both threads.
+          ops.use(service!.ops);
+        };
+      }
+      service = await startUntilUp((step, signal) => startService(split ? { ...config, roles: split.work } : config, log, {
+        metrics, opsServer: ops, step, signal, ...(split ? { half: 'work' as const } : {}),
+      }), {
         log, retries: metrics.startupRetries,
         onWaiting: (w) => {
           waiting = w;
@@ -75,7 +96,14 @@ export const serve: Command = {
           if (w) ops.use(startingOps);
         },
       });
+      startThread();
+      if (thread) {
+        await thread.up;
+        log.info('hookstream started', { roles: config.roles.join(','), api_thread: split!.api.join(',') });
+      }
     } catch (e) {
+      await service?.stop();
+      await thread?.stop();
       await local?.stop();
       await opsServer?.close();
       // Start-up failures are one line (main prints named errors without a stack), whatever threw them.
@@ -83,7 +111,8 @@ export const serve: Command = {
     }
     running = true;
     if (firstSignalAt === undefined) await stopping;
-    await service.stop();
+    // Each half within the shutdown timeout, side by side: neither waits for the other's work.
+    await Promise.all([service.stop(), thread?.stop()]);
     await local.stop();
     await opsServer.close();
     log.info('stopped');
