@@ -4,16 +4,13 @@
 // family once and each series once, the parts' values added up (counters and histograms of the same
 // series are counts of one process; gauges are set by the one part that owns them).
 import type { CheckResult } from './readiness.ts';
-import type { Ops, OpsResponse } from './ops.ts';
+import { exposition, json, type Ops, type OpsResponse } from './ops.ts';
 
 export interface OpsPart {
   /** Prefixed to a check's detail from this part ("api thread"); none for the main one. */
   name?: string;
   ops: Ops;
 }
-
-const json = (status: number, value: unknown): OpsResponse =>
-  ({ status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) });
 
 interface ReadyBody {
   status: string;
@@ -91,7 +88,7 @@ export function combineOps(parts: OpsPart[]): Ops {
       const answers = await ask(path);
       if (path === '/metrics') {
         const texts = answers.flatMap((a) => (a.res?.status === 200 ? [a.res.body] : []));
-        return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: mergeExpositions(texts) };
+        return exposition(mergeExpositions(texts));
       }
       const failed = answers.find((a) => !a.res);
       if (path === '/healthz') {

@@ -18,8 +18,13 @@ export interface Ops {
   handle(path: string): Promise<OpsResponse | undefined>;
 }
 
-const json = (status: number, value: unknown): OpsResponse =>
+/** An ops answer of JSON. */
+export const json = (status: number, value: unknown): OpsResponse =>
   ({ status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) });
+
+/** An ops answer of Prometheus text. */
+export const exposition = (body: string): OpsResponse =>
+  ({ status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body });
 
 export function createOps(deps: { metrics: ServiceMetrics; readiness: () => Promise<Readiness>; backlog: BacklogCollector }): Ops {
   return {
@@ -34,7 +39,7 @@ export function createOps(deps: { metrics: ServiceMetrics; readiness: () => Prom
         case '/metrics': {
           // A failed backlog listing (NATS down) must not hide the counters: they render anyway.
           deps.metrics.backlogStale.set(await deps.backlog.refresh().then(() => 0, () => 1));
-          return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: deps.metrics.registry.render() };
+          return exposition(deps.metrics.registry.render());
         }
         default:
           return undefined;

@@ -10,7 +10,7 @@ import type { Config } from '../config.ts';
 import { ErrorCode, HookstreamError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Counter } from '../metrics.ts';
-import type { Ops, OpsResponse } from '../ops/ops.ts';
+import { exposition, json, type Ops, type OpsResponse } from '../ops/ops.ts';
 
 export type ToApiThread = { type: 'ops'; id: number; path: string } | { type: 'stop' };
 export type FromApiThread =
@@ -43,14 +43,11 @@ export interface ApiThreadOptions {
   entry?: URL;
 }
 
-const json = (status: number, value: unknown): OpsResponse =>
-  ({ status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) });
-
 /** The thread's answers between its end and its restart: the process is alive (its deliveries go on), not ready. */
 function downAnswer(path: string): OpsResponse | undefined {
   if (path === '/healthz') return json(200, { status: 'ok' });
   if (path === '/readyz') return json(503, { status: 'not_ready', checks: [{ name: 'roles', ok: false, detail: `down, being started again: ${API_THREAD}` }] });
-  if (path === '/metrics') return { status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8', body: '' };
+  if (path === '/metrics') return exposition('');
   return undefined;
 }
 
