@@ -42,7 +42,8 @@ export interface NatsServer {
   storeDir: string;
   /** The running process's id (for CPU metering), undefined while stopped. */
   readonly pid: number | undefined;
-  stop(): Promise<void>;
+  /** Stop it: SIGTERM (a graceful stop, finished by SIGKILL if it lasts), or SIGKILL at once (a crash). */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
   start(): Promise<void>;
   /** Stop and remove the store. */
   dispose(): Promise<void>;
@@ -58,14 +59,14 @@ export async function startNatsServer(opts: { config?: string; jetstream?: boole
     proc = spawn(BINARY, args, { stdio: 'ignore' });
     await waitForPort(port, 10_000);
   };
-  const stop = async () => {
+  const stop = async (signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM') => {
     const p = proc;
     proc = undefined;
     if (!p || p.exitCode !== null) return;
     // nats-server 2.15.1 took minutes to stop on SIGTERM holding 10,000 consumers (bench, issue 18):
     // a stop that lasts is finished with SIGKILL (JetStream's store survives both).
     const force = setTimeout(() => p.kill('SIGKILL'), STOP_GRACE_MS);
-    await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGTERM'); });
+    await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill(signal); });
     clearTimeout(force);
   };
   await start();
