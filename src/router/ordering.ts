@@ -1,9 +1,9 @@
 // Where the router puts a delivery of an ordered endpoint (issue 21): on its key's subject, with the key
 // in a header, when the endpoint has `ordering: key` and the event has a key; on the plain subject else.
-import type { MsgHdrs } from '@nats-io/nats-core';
-import { Match } from '@nats-io/nats-core';
+import { Match, type MsgHdrs } from '@nats-io/nats-core';
 import { deliveryAddress, DeliveryHeader, keyedSubject, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { PublishRejectedError } from '../nats/acked-publisher.ts';
+import type { HeaderBlock } from '../nats/header-block.ts';
 import type { KeyedQueueBound } from './keyed-bound.ts';
 import { Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EventName } from '../domain/catalogue.ts';
@@ -32,12 +32,12 @@ export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type
  * (src/router/keyed-bound.ts): refused as JetStream refuses a full subject.
  */
 export function deliverySubject(
-  endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: MsgHdrs, bound: KeyedQueueBound,
+  endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: HeaderBlock, bound: KeyedQueueBound,
   after: () => number,
-): { subject: string; h: MsgHdrs; full?: PublishRejectedError } {
+): { subject: string; h: HeaderBlock; full?: PublishRejectedError } {
   if (ordering === undefined || endpoint.ordering !== Ordering.Key) return { subject: deliveryAddress(endpoint.id, shards).subject, h };
-  h.set(DeliveryHeader.OrderingKey, ordering.key);
-  h.set(DeliveryHeader.OrderedAfter, String(after()));
+  h.add(DeliveryHeader.OrderingKey, ordering.key);
+  h.add(DeliveryHeader.OrderedAfter, String(after()));
   const full = bound.full(endpoint.id) ? new PublishRejectedError('the ordered endpoint\'s queue is full', QUEUE_FULL_CODE) : undefined;
   return { subject: keyedSubject(endpoint.id, shards, ordering.token), h, ...(full ? { full } : {}) };
 }

@@ -10,7 +10,6 @@
 // endpoint created (or restored, or subscribed) before an event is published receives it, without a
 // JetStream API round trip on the path of every event (issue 13: one per event in series before).
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { headers as natsHeaders } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
@@ -19,7 +18,7 @@ import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import { Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
-import { Attr, carryContext, noteOnActiveSpan, traceRouting, tracing } from '../telemetry/tracing.ts';
+import { Attr, noteOnActiveSpan, traceRouting, tracing, writeContext } from '../telemetry/tracing.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import { describe } from '../errors.ts';
 import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
@@ -27,6 +26,7 @@ import type { OpsEvents } from '../ops/events.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgIdPrefix, MSG_ID_HEADER } from './dedupe.ts';
+import { HeaderBlock } from '../nats/header-block.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
@@ -396,23 +396,26 @@ export async function startRouter(deps: {
         const earlier = progress.settled(parsed.tenant, m.seq, keyed.ordering.token);
         if (earlier) await earlier;
       }
+      // The headers every delivery of the event carries, written once (src/nats/header-block.ts).
+      const common = new HeaderBlock();
+      common.add(DeliveryHeader.WebhookId, webhookId);
+      common.add(DeliveryHeader.Event, parsed.type);
+      common.add(DeliveryHeader.Tenant, parsed.tenant);
+      common.add(DeliveryHeader.EventSeq, eventSeq);
+      if (tracing.on) writeContext((name, value) => common.add(name, value));
       const prepared = list.map((endpoint) => {
-        const h = natsHeaders();
-        h.set(DeliveryHeader.WebhookId, webhookId);
-        h.set(DeliveryHeader.Event, parsed.type);
-        h.set(DeliveryHeader.Tenant, parsed.tenant);
-        h.set(DeliveryHeader.Endpoint, endpoint.id);
-        h.set(DeliveryHeader.EndpointVersion, String(endpoint.version));
-        h.set(DeliveryHeader.EventSeq, eventSeq);
-        if (tracing.on) carryContext(h);
+        const h = common.copy();
+        h.add(DeliveryHeader.Endpoint, endpoint.id);
+        h.add(DeliveryHeader.EndpointVersion, String(endpoint.version));
         // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
         // (which the delivery role drops as routed before the restore): its id names the new life.
         const id = `${msgIdPrefix}.${endpoint.id}`;
-        h.set(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
-        return deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
+        h.add(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
+        const to = deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
+        return { subject: to.subject, headers: to.h.encoded(), full: to.full };
       });
       // Each store is told to the marks as it is answered, in the order JetStream stored them.
-      const results = await Promise.allSettled(prepared.map(({ subject, h, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, payload, h).then((at) => {
+      const results = await Promise.allSettled(prepared.map(({ subject, headers, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, payload, headers).then((at) => {
         const mark = marks.stored(at, m.seq, late);
         if (mark) marked.push(mark);
         return at;

@@ -76,11 +76,16 @@ const traceparentFrom = (sc: SpanContext): string => `00-${sc.traceId}-${sc.span
 
 /** Write the (active) span's context into a message's headers, for whoever consumes it. */
 export function carryContext(h: MsgHdrs, ctx: Context = context.active()): void {
+  writeContext((name, value) => h.set(name, value), ctx);
+}
+
+/** The same for a header block being written (src/nats/header-block.ts): each header given to `add`. */
+export function writeContext(add: (name: string, value: string) => void, ctx: Context = context.active()): void {
   const sc = trace.getSpanContext(ctx);
   if (!sc || !isSpanContextValid(sc)) return;
-  h.set(TRACEPARENT_HEADER, traceparentFrom(sc));
+  add(TRACEPARENT_HEADER, traceparentFrom(sc));
   const state = sc.traceState?.serialize();
-  if (state) h.set(TRACESTATE_HEADER, state);
+  if (state) add(TRACESTATE_HEADER, state);
 }
 
 /** `trace_id` and `span_id` of the active span, for log lines; undefined outside one. */
