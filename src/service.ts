@@ -285,7 +285,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
 
     if (roles.has('router') && directory && publisher && webhookIds && subjectHasher) {
       const r = await supervisor.supervise('router', () => startRouter({
-        js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
+        nc, js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.

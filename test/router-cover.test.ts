@@ -97,7 +97,7 @@ const routerLog = createLogger({ level: 'info', write: (l) => lines.push(l) });
 const catchUps = () => lines.filter((l) => l.includes('its first routing missed')).length;
 const startRouterInstance = async (directory: EndpointDirectory) => {
   const router = await startRouter({
-    js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: h.config.deliveryShards, log: routerLog, metrics,
+    nc: h.service.nc, js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: h.config.deliveryShards, log: routerLog, metrics,
     webhookIds: createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64'))),
     limits: { maxBytes: h.config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
   });

@@ -46,7 +46,7 @@ test("a tenant's large fan-out does not hold another tenant's delivery behind it
 
   const metrics = createServiceMetrics();
   router = await startRouter({
-    js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: 1, log: h.log, metrics,
+    nc: h.service.nc, js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: 1, log: h.log, metrics,
     webhookIds: createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64'))),
     limits: { maxBytes: h.config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
   });

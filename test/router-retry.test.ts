@@ -65,7 +65,7 @@ test.serial('a redelivered event publishes only what its earlier routing did not
   await write(whole.seq, { v: 1, done: [[whole.seq, whole.seq]] });
 
   router = await startRouter({
-    js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: h.config.deliveryShards, log: h.log,
+    nc: h.service.nc, js: h.service.js, jsm: h.service.jsm, publisher, directory, shards: h.config.deliveryShards, log: h.log,
     metrics: createServiceMetrics(),
     webhookIds: createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64'))),
     limits: { maxBytes: h.config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },

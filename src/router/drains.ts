@@ -25,14 +25,15 @@
 // that stops routing, so two routers never route a tenant's drain at once. A drain taken over looks up
 // what its first events' earlier routing stored (ROUTED), as a redelivered event does.
 import { randomUUID } from 'node:crypto';
-import { JetStreamApiError, type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
-import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
+import { type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core';
 import { EVENTS_STREAM } from '../../streams/events.ts';
 import { ROUTER_DRAINS_STREAM, ROUTER_DRAINS_SUBJECTS, routerDrainSubject, type DrainRecord } from '../../streams/router-drains.ts';
 import { isTenantId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publisher.ts';
+import { createNextMessages, NextBySubjectError, type StoredMessage } from '../nats/next-by-subject.ts';
 
 /** What the router's consumer does with an event of a tenant. */
 export type Decision = 'route' | 'skip' | 'hold';
@@ -73,6 +74,8 @@ const TAKEOVER_CHECKED = 2048;
  * router made thousands a second (each ~100 µs of the client's CPU), and routing lost a sixth of its pace.
  */
 const READ_INTERVAL_MS = 2;
+/** A read of the records unanswered this long fails (and is tried again): nats.js's JetStream API default. */
+const RECORD_READ_TIMEOUT_MS = 5_000;
 /** After a drain could not be started, none is tried for this long. */
 const START_BACKOFF_MS = 30_000;
 /** Waits after a failed NATS call, doubling to the longest. */
@@ -83,6 +86,7 @@ const WRONG_LAST_SEQUENCE = 10071;
 const STREAM_NOT_FOUND = 10059;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+const utf8 = new TextDecoder();
 const active = (r: DrainRecord | undefined): boolean => r !== undefined && r.phase !== 'ended';
 
 /** A stored event as the router's consumer would hand it over, settled through `on`. */
@@ -105,6 +109,9 @@ function drainedMessage(sm: StoredMsg, deliveryCount: number, on: { done(): void
 
 export function createDrains(deps: {
   jsm: JetStreamManager;
+  /** The records' reads go through it (src/nats/next-by-subject.ts), their answers to `inboxPrefix`. */
+  nc: NatsConnection;
+  inboxPrefix: string;
   publisher: AckedPublisher;
   log: Logger;
   /** The tenant's record changed: what `decide` said `hold` to may go now. */
@@ -141,21 +148,23 @@ export function createDrains(deps: {
   let reading = false;
   let lastRead = -Infinity;
   let timer: NodeJS.Timeout | undefined;
+  // Read up to every READ_INTERVAL_MS while events arrive: plain requests, not nats.js's (next-by-subject.ts).
+  const recordReads = createNextMessages(deps.nc, { timeoutMs: RECORD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
   async function readNew(): Promise<void> {
     for (;;) {
-      let m: StoredMsg | null;
+      let m: StoredMessage | null;
       try {
-        m = await jsm.streams.getMessage(ROUTER_DRAINS_STREAM, { seq: lastSeq + 1, next_by_subj: ROUTER_DRAINS_SUBJECTS } as never);
+        m = await recordReads.next(ROUTER_DRAINS_STREAM, ROUTER_DRAINS_SUBJECTS, lastSeq + 1);
       } catch (e) {
         // No ROUTER_DRAINS (an older deployment's streams): no drain can exist.
-        if (e instanceof JetStreamApiError && e.code === STREAM_NOT_FOUND) return;
+        if (e instanceof NextBySubjectError && e.code === STREAM_NOT_FOUND) return;
         throw e;
       }
       if (!m) return;
       lastSeq = m.seq;
       const tenant = m.subject.slice(ROUTER_DRAINS_SUBJECTS.length - 1);
       try {
-        const r = m.json<DrainRecord>();
+        const r = JSON.parse(utf8.decode(m.data)) as DrainRecord;
         if (r.v === 1 && typeof r.phase === 'string') apply(tenant, r, m.seq);
       } catch {
         log.warn('unreadable drain record skipped', { seq: m.seq });
@@ -428,6 +437,7 @@ export function createDrains(deps: {
       clearTimeout(timer);
       for (const w of waiters.splice(0)) w();
       await Promise.allSettled([...running.values()]);
+      recordReads.close();
     },
   };
 }

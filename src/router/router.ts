@@ -10,6 +10,7 @@
 // endpoint created (or restored, or subscribed) before an event is published receives it, without a
 // JetStream API round trip on the path of every event (issue 13: one per event in series before).
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
@@ -27,6 +28,7 @@ import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { fanOutMsgIdPrefix, MSG_ID_HEADER } from './dedupe.ts';
 import { HeaderBlock } from '../nats/header-block.ts';
+import { SERVICE_INBOX_PREFIX } from '../nats/connect.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
 import { createSyncCover } from './cover.ts';
 import { createRoutedLog } from './routed-log.ts';
@@ -92,6 +94,8 @@ export interface Router {
 }
 
 export async function startRouter(deps: {
+  /** Its own plain requests' connection (the drain records' reads, src/router/drains.ts). */
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   /** Fan-out publishes go through it rather than js.publish (src/nats/acked-publisher.ts). */
@@ -137,7 +141,7 @@ export async function startRouter(deps: {
   const drainStored = new WeakMap<JsMsg, () => void>();
   const pacing = new Set<string>();
   const drains = createDrains({
-    jsm: deps.jsm, publisher, log,
+    jsm: deps.jsm, nc: deps.nc, inboxPrefix: SERVICE_INBOX_PREFIX, publisher, log,
     changed: (tenant) => redecide(tenant),
     owning: (n) => metrics.drains.set(n),
     pace(tenant) {
