@@ -261,6 +261,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const endpoints: Endpoints | undefined = roles.has('delivery') || roles.has('api') || roles.has('admin')
       ? createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log: log.child({ role: 'endpoints' }) })
       : undefined;
+    // Pushed before the roles that command endpoints, so it runs after they stopped: their last states are saved.
+    if (endpoints) stops.push(() => endpoints.store.flush());
 
     if (roles.has('delivery') && directory && publisher && endpoints) {
       tracing.forwardTraceparent = config.forwardTraceparent;

@@ -2,7 +2,9 @@
 // work as a missing id (the same NATS requests, counted on the wire), and a malformed message on an
 // endpoint's subject is skipped and logged instead of failing every command on that endpoint. A command's
 // read costs the same two message gets at the 300th write as at the first and leaves no consumer behind,
-// also when it is refused (409); a state saved before events it lacks is brought up to date.
+// also when it is refused (409); a state saved before events it lacks is brought up to date. The state is
+// saved behind the command (the command answers once its event is appended), one save at a time per
+// endpoint, and a save that lands after its endpoint's history was erased removes itself.
 import test from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -13,7 +15,8 @@ import { rebuildEndpointProjection } from '../projections/endpoints.ts';
 import { apiClient } from './helpers/api-client.ts';
 import { connectNats } from '../src/nats/connect.ts';
 import { createEndpoints } from '../src/endpoints/index.ts';
-import type { EndpointStore } from '../src/endpoints/store.ts';
+import type { OwnedEndpointStore } from '../src/endpoints/store.ts';
+import { saveEndpointState } from '../src/endpoints/read.ts';
 import type { NewEndpoint } from '../src/domain/endpoint.ts';
 import { createApiKey } from '../src/apikeys/store.ts';
 import { createLogger } from '../src/log.ts';
@@ -22,7 +25,7 @@ import { newEndpointId, type EndpointId, type TenantId } from '../src/domain/ids
 
 let h: Harness;
 let nc: NatsConnection;
-let store: EndpointStore;
+let store: OwnedEndpointStore;
 /** Every subject this file's own connection publishes to (requests included), in order; hence serial tests. */
 const sent: string[] = [];
 const logged: string[] = [];
@@ -60,6 +63,7 @@ async function trace(fn: () => Promise<unknown>): Promise<{ subjects: string[]; 
 test.serial('another tenant\'s endpoint id costs exactly the NATS requests a missing id costs, and is the same 404', async (t) => {
   const { endpoint } = await store.create('tenant_owner' as TenantId, body);
   await store.update('tenant_owner' as TenantId, endpoint.id, { description: 'a second event on the subject' });
+  await store.flush();
   const missing = newEndpointId();
   await trace(() => store.get('tenant_x' as TenantId, missing)); // warm up (the client's request mux)
 
@@ -135,6 +139,7 @@ test.serial('the 300th write reads its endpoint with the same two message gets a
     if (i === 0) t.deepEqual(refused.subjects, GETS);
   }
   t.true(await consumers() <= before, 'no consumer was created for a read');
+  await store.flush();
   const jsm = await jetstreamManager(nc, { checkAPI: false });
   const subject = endpointStateSubject(endpoint.id);
   t.is((await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject], 1, 'one saved state per endpoint');
@@ -166,6 +171,58 @@ test.serial('a saved state that lacks events, or is missing, is brought up to da
   await jsm.streams.purge(ENDPOINT_STATES_STREAM, { filter: endpointStateSubject(endpoint.id) });
   const updated = await store.update(tenant, endpoint.id, { description: 'folded' });
   t.is(updated.endpoint.description, 'folded');
+  await store.flush();
   const again = await trace(() => store.get(tenant, endpoint.id));
   t.deepEqual(again.subjects, GETS, 'saved again: the next read folds nothing');
+});
+
+const stateCount = async (id: EndpointId) => {
+  const subject = endpointStateSubject(id);
+  return (await (await jetstreamManager(nc, { checkAPI: false })).streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+};
+
+test.serial('a command answers once its event is appended; its state is saved behind it, the newest of a burst once flushed', async (t) => {
+  const tenant = 'tenant_behind' as TenantId;
+  const { endpoint } = await store.create(tenant, body);
+  await store.flush();
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const write = await trace(() => store.update(tenant, endpoint.id, { description: 'answered first' }));
+  t.is(write.error, undefined);
+  // Up to its answer: the reads and the append, and at most the save's first publish; the secure delete of
+  // the state before it needs the save's answers, so it cannot have gone out yet.
+  t.deepEqual(write.subjects.slice(0, 3), [...GETS, endpointSubject(endpoint.id)]);
+  t.false(write.subjects.some((s) => s.startsWith('$JS.API.STREAM.MSG.DELETE')), `no secure delete before the answer: ${write.subjects.join(' ')}`);
+  await store.flush();
+  t.is(await stateCount(endpoint.id), 1, 'the state before it was deleted');
+  // A burst on one endpoint, none waiting for a save: the read of each is still right (it folds what the
+  // saved state lacks), and once flushed the one state left is the last command's.
+  let last = 0;
+  for (let i = 0; i < 20; i++) last = (await store.update(tenant, endpoint.id, { description: `burst ${i}` })).seq;
+  t.is((await store.get(tenant, endpoint.id)).description, 'burst 19');
+  await store.flush();
+  t.is(await stateCount(endpoint.id), 1);
+  const saved = (await jsm.streams.getMessage(ENDPOINT_STATES_STREAM, { last_by_subj: endpointStateSubject(endpoint.id) }))!.json<{ state: { version: number; description: string } }>().state;
+  t.is(saved.version, last);
+  t.is(saved.description, 'burst 19');
+  const read = await trace(() => store.get(tenant, endpoint.id));
+  t.deepEqual(read.subjects, GETS, 'the next read folds nothing');
+});
+
+test.serial("a state saved after its endpoint's history was erased deletes itself: no copy of its sealed secret stays", async (t) => {
+  const tenant = 'tenant_erased' as TenantId;
+  const { endpoint } = await store.create(tenant, body);
+  await store.flush();
+  const state = await store.get(tenant, endpoint.id);
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  // What a tenant's erasure does: the events go, then the saved states.
+  await jsm.streams.purge(ENDPOINTS_STREAM, { filter: endpointSubject(endpoint.id) });
+  await jsm.streams.purge(ENDPOINT_STATES_STREAM, { filter: endpointStateSubject(endpoint.id) });
+  // A save still running behind a command of another process lands afterwards.
+  await saveEndpointState(jetstream(nc), jsm, state);
+  t.is(await stateCount(endpoint.id), 0);
+  // While the history is there, a save stays.
+  const other = (await store.create(tenant, body)).endpoint;
+  await store.flush();
+  await saveEndpointState(jetstream(nc), jsm, await store.get(tenant, other.id));
+  t.is(await stateCount(other.id), 1);
 });

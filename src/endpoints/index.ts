@@ -8,10 +8,11 @@ import {
   parseEndpointPatch, parseNewEndpoint, type CheckUrl, type EndpointInput, type EndpointPatch, type NewEndpoint,
 } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
-import { createEndpointStore, type EndpointStore } from './store.ts';
+import { createEndpointStore, type OwnedEndpointStore } from './store.ts';
 
 export interface Endpoints {
-  store: EndpointStore;
+  /** Flush it before its NATS connection closes: states are saved behind the commands. */
+  store: OwnedEndpointStore;
   /** The target policy: https and public addresses only, unless HOOKSTREAM_ALLOW_PRIVATE_TARGETS. */
   checkUrl: CheckUrl;
   /** Check a create under that policy (one 422 listing every problem). */

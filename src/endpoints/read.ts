@@ -64,6 +64,13 @@ function savedState(m: StoredMsg | undefined, id: EndpointId): EndpointState | u
 export async function saveEndpointState(js: JetStreamClient, jsm: JetStreamManager, state: EndpointState): Promise<void> {
   const subject = endpointStateSubject(state.id);
   const { seq } = await js.publish(subject, JSON.stringify({ v: 1, state }));
+  // Saved after its endpoint's history was erased (a tenant's erasure deletes the events, then the states):
+  // the copy, sealed secrets included, goes too. Checked after the publish, so an erasure that had not yet
+  // removed the events has not yet listed the states either, and erases this one itself.
+  if (!(await getOrNone(jsm, ENDPOINTS_STREAM, { last_by_subj: endpointSubject(state.id) }))) {
+    await jsm.streams.deleteMessage(ENDPOINT_STATES_STREAM, seq, true);
+    return;
+  }
   for (;;) {
     const oldest = await getOrNone(jsm, ENDPOINT_STATES_STREAM, nextOf(subject, 0));
     if (!oldest || oldest.seq >= seq) return;

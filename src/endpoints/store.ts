@@ -65,6 +65,12 @@ export interface EndpointStore {
   get(tenant: TenantId, id: EndpointId): Promise<EndpointState>;
 }
 
+/** The store as its maker holds it: the saves still running behind its commands can be waited for. */
+export interface OwnedEndpointStore extends EndpointStore {
+  /** Resolves once every state saved so far is written (a stop, or a command line before it closes NATS). */
+  flush(): Promise<void>;
+}
+
 /** A fresh signing secret (v1) or ed25519 key pair (v1a); only `secret` is sealed. */
 function newKey(scheme: SignatureScheme): { secret: string; publicKey: string | undefined } {
   if (scheme === SignatureScheme.V1a) {
@@ -81,15 +87,38 @@ export function createEndpointStore(deps: {
   now?: () => Date;
   /** Where reads report the endpoint events they skip. */
   log?: Logger;
-}): EndpointStore {
+}): OwnedEndpointStore {
   const now = () => (deps.now ? deps.now() : new Date()).toISOString();
 
   // Said once a minute at most: a NATS configuration that refuses them refuses every one.
   const warnings = deps.log ? createSampledWarnings(deps.log, { intervalMs: 60_000 }) : undefined;
   /** The state saved for the next command's read (a cache: a failure costs that read a fold, and a warning). */
-  const save = (state: EndpointState) => saveEndpointState(deps.js, deps.jsm, state).catch((e: unknown) => warnings?.warn('save',
+  const saveNow = (state: EndpointState) => saveEndpointState(deps.js, deps.jsm, state).catch((e: unknown) => warnings?.warn('save',
     'endpoint state not saved; the next command on it folds its events (is endpoint_states.> allowed for the service user in nats.conf?)',
     { endpoint: state.id, reason: describe(e) }));
+
+  // Saves run behind the command, not in it: a command is done once its event is appended, and the save
+  // (a publish, a check and a secure delete of the state before it: 4 round trips, the delete the slowest of
+  // a write under load) only spares the next read a fold. Per endpoint one save at a time, of the newest
+  // state waiting, so saves never overtake each other and a burst of commands saves once or twice.
+  /** The newest state waiting to be saved, per endpoint. */
+  const waiting = new Map<EndpointId, EndpointState>();
+  /** The save loop of each endpoint with one running. */
+  const saving = new Map<EndpointId, Promise<void>>();
+  const saveLoop = async (id: EndpointId) => {
+    for (let next = waiting.get(id); next; next = waiting.get(id)) {
+      waiting.delete(id);
+      await saveNow(next);
+    }
+    // Deleted in the same step that found nothing waiting: a state queued later starts a loop of its own.
+    saving.delete(id);
+  };
+  const save = (state: EndpointState): Promise<void> => {
+    const queued = waiting.get(state.id);
+    if (!queued || queued.version < state.version) waiting.set(state.id, state);
+    if (!saving.has(state.id)) saving.set(state.id, saveLoop(state.id));
+    return Promise.resolve();
+  };
 
   /**
    * Replace the subject's events with one carrying the whole state, then purge those before it. Best effort:
@@ -112,7 +141,7 @@ export function createEndpointStore(deps: {
       }
       await deps.jsm.streams.purge(ENDPOINTS_STREAM, { filter: subject, seq: ack.seq });
       const compacted = applyEndpointEvent(state, event, ack.seq);
-      await save(compacted);
+      void save(compacted);
       return compacted;
     } catch (e) {
       warnings?.warn('compact', 'endpoint history not compacted; tried again at its next command', { endpoint: state.id, reason: describe(e) });
@@ -126,9 +155,9 @@ export function createEndpointStore(deps: {
         expect: { lastSubjectSequence: state?.version ?? 0 },
       });
       let endpoint = applyEndpointEvent(state, event, ack.seq);
-      // The event is written: a state not saved only costs the next read a fold of this one event.
+      // The event is written: a state not saved (yet) only costs the next read a fold of this one event.
       if ((endpoint.eventsSince ?? 0) >= COMPACT_EVERY) endpoint = await compact(endpoint);
-      else await save(endpoint);
+      else void save(endpoint);
       return { endpoint, seq: Math.max(ack.seq, endpoint.version) };
     } catch (e) {
       if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
@@ -145,6 +174,9 @@ export function createEndpointStore(deps: {
 
   return {
     get,
+    async flush() {
+      while (saving.size > 0) await Promise.all(saving.values());
+    },
     async create(tenant, fields, opts = {}) {
       const scheme = fields.signature_scheme ?? SignatureScheme.V1;
       const id = opts.id ?? newEndpointId();

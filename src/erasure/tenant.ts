@@ -51,7 +51,7 @@ export interface TenantErasureOut {
 }
 
 export async function eraseTenant(deps: {
-  jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: EndpointStore; shards: number;
+  jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: EndpointStore & { flush?(): Promise<void> }; shards: number;
   /** Resolves once the projection has applied its stream up to `seq` (the directories follow ENDPOINTS alike). */
   waitForProjection: (name: Projection, seq: number) => Promise<void>;
 }, tenant: TenantId): Promise<TenantErasureOut> {
@@ -93,6 +93,9 @@ export async function eraseTenant(deps: {
     const done = await deps.store.delete(tenant, r.id).catch(() => undefined);
     if (done) lastDelete = Math.max(lastDelete, done.seq);
   }
+  // Their states are saved behind the deletes: written before the states are erased below. (A save by
+  // another process that lands after the erasure removes itself: saveEndpointState.)
+  await deps.store.flush?.();
   if (lastDelete > 0) await deps.waitForProjection(Projection.Endpoints, lastDelete);
   // Nothing is routed to the tenant any more: its keys go, and with them every copy of its delivery
   // bodies anywhere (acknowledged deliveries' bytes, replicas, dead letters, backups of the queues).
