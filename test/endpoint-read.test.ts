@@ -226,3 +226,32 @@ test.serial("a state saved after its endpoint's history was erased deletes itsel
   await saveEndpointState(jetstream(nc), jsm, await store.get(tenant, other.id));
   t.is(await stateCount(other.id), 1);
 });
+
+test.serial('read in the middle of a compaction (the saved state\'s event deleted, earlier events not yet): the endpoint is found, folded from the compaction', async (t) => {
+  const tenant = 'tenant_compacting' as TenantId;
+  const { endpoint } = await store.create(tenant, body);
+  for (let i = 0; i < 5; i++) await store.update(tenant, endpoint.id, { description: `before ${i}` });
+  await store.flush();
+  const state = await store.get(tenant, endpoint.id);
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  const subject = endpointSubject(endpoint.id);
+  const events: number[] = [];
+  for (let seq = 0; ;) {
+    const m = await jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: seq + 1, next_by_subj: subject } as never).catch(() => null);
+    if (!m) break;
+    events.push(m.seq);
+    seq = m.seq;
+  }
+  // What a compaction does, stopped part way: its event (the whole state) appended, then the secure deletes
+  // of the events before it, in parallel batches: here the first and the last (the one the saved state
+  // stands for) are gone, the ones between not yet.
+  const { version: _v, eventsSince: _n, ...carried } = state;
+  await jetstream(nc).publish(subject, JSON.stringify({ v: 1, type: 'endpoint.compacted', id: endpoint.id, state: { ...carried, description: 'compacted' }, removes: events.length, at: new Date().toISOString() }), { expect: { lastSubjectSequence: state.version } });
+  await jsm.streams.deleteMessage(ENDPOINTS_STREAM, events[0]!, true);
+  await jsm.streams.deleteMessage(ENDPOINTS_STREAM, events.at(-1)!, true);
+
+  t.is((await store.get(tenant, endpoint.id)).description, 'compacted');
+  await t.throwsAsync(store.get('tenant_other' as TenantId, endpoint.id), { message: /not found|no endpoint/i });
+  // The command side, for the owner: its next command lands after the compaction.
+  t.is((await store.update(tenant, endpoint.id, { description: 'after' })).endpoint.description, 'after');
+});

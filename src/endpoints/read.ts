@@ -78,6 +78,15 @@ export async function saveEndpointState(js: JetStreamClient, jsm: JetStreamManag
   }
 }
 
+/** The tenant an endpoint's first event names (endpoint.created, or a compaction's state). */
+function ownerOf(m: StoredMsg): TenantId | undefined {
+  const e = decodeEndpointEvent(m);
+  return !e.ok ? undefined : e.event.type === 'endpoint.created' ? e.event.tenant : e.event.type === 'endpoint.compacted' ? e.event.state?.tenant : undefined;
+}
+
+/** An event a fold can start from: it carries the whole state. */
+const foldsFromNothing = (m: StoredMsg) => ownerOf(m) !== undefined;
+
 export async function readEndpoint(
   _js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
 ): Promise<EndpointState | undefined> {
@@ -95,21 +104,19 @@ export async function readEndpoint(
   if (state && state.version > last.seq) state = undefined;
   // Behind: the event it was saved at must still be this endpoint's, or it belongs to another history.
   if (state && state.version < last.seq && (await getOrNone(jsm, ENDPOINTS_STREAM, { seq: state.version }))?.subject !== subject) state = undefined;
-  if (opts.tenant !== undefined) {
-    if (state) {
-      if (state.tenant !== opts.tenant) return undefined;
-    } else {
-      // The subject's first event (endpoint.created, or the compaction that replaced the events before it)
-      // names the tenant: the fold below runs for the owner only.
-      const first = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, 0));
-      if (!first) return undefined;
-      const e = decodeEndpointEvent(first);
-      const owner = !e.ok ? undefined : e.event.type === 'endpoint.created' ? e.event.tenant : e.event.type === 'endpoint.compacted' ? e.event.state?.tenant : undefined;
-      if (owner !== opts.tenant) return undefined;
-    }
+  // Without a state to start from, the fold starts at the subject's first event: endpoint.created, or the
+  // compaction that replaced the events before it. While a compaction deletes those (oldest first), the first
+  // left may be any event, naming no owner and folding to nothing: the fold starts at the compaction instead.
+  let start: StoredMsg | undefined;
+  if (!state) {
+    start = (await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, 0))) ?? undefined;
+    while (start && start.seq < last.seq && !foldsFromNothing(start)) start = (await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, start.seq + 1))) ?? undefined;
+    if (!start) return undefined;
   }
+  // The state's tenant, or the one its first event names: the fold below runs for the owner only.
+  if (opts.tenant !== undefined && (state ? state.tenant : ownerOf(start!)) !== opts.tenant) return undefined;
   const from = state?.version ?? 0;
-  for (let at = from; at < last.seq;) {
+  for (let at = state ? from : start!.seq - 1; at < last.seq;) {
     const m = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, at + 1));
     if (!m || m.seq > last.seq) break;
     // One bad message must not make every command on the endpoint fail: skip it, as every reader does.
