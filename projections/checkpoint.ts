@@ -1,6 +1,5 @@
 // The projection_checkpoints table: one row per read model, holding the last stream sequence its rows
 // cover. The row is written in the same transaction as the rows it covers, so it is the position of truth.
-import { LockMode } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { ProjectionCheckpoint, ProjectionSkip } from '../src/db/entities.ts';
 
@@ -10,10 +9,15 @@ export type Projection = (typeof Projection)[keyof typeof Projection];
 
 /** Lock `name`'s checkpoint row for the rest of the transaction and return its position. */
 export async function lockCheckpoint(em: EntityManager, name: Projection): Promise<number> {
-  // The row must exist to be locked; a concurrent insert of the same row is simply ignored.
-  await em.execute('insert into projection_checkpoints (name, last_seq) values (?, 0) on conflict (name) do nothing', [name]);
-  const row = await em.findOneOrFail(ProjectionCheckpoint, { name }, { lockMode: LockMode.PESSIMISTIC_WRITE, disableIdentityMap: true });
-  return row.lastSeq;
+  // One round trip once the row exists (every batch of every projector pays this); the row is created once,
+  // a concurrent insert of the same row simply ignored.
+  const locked = () => em.execute<{ last_seq: string | number }[]>('select last_seq from projection_checkpoints where name = ? for update', [name]);
+  let [row] = await locked();
+  if (!row) {
+    await em.execute('insert into projection_checkpoints (name, last_seq) values (?, 0) on conflict (name) do nothing', [name]);
+    [row] = await locked();
+  }
+  return Number(row!.last_seq);
 }
 
 /** Move the checkpoint; only under the lock of lockCheckpoint, in the transaction that wrote the rows. */
