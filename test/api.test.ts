@@ -128,6 +128,26 @@ test('PATCH /v1/webhooks/:id changes url, events and description and answers the
   t.like(one.body, { url: 'https://other.example.com/x', events: ['user.*'], description: 'only this' });
 });
 
+test('every write answers the endpoint exactly as a GET shows it right after (the answer is the command\'s state, the GET the projection\'s row)', async (t) => {
+  const c = await as(t, 'tenant_answers');
+  const created = await c.post('/v1/webhooks', { ...endpointBody(3), description: 'every field', rate_limit: 7, ordering: 'key', signature_scheme: 'v1a' });
+  t.is(created.status, 201, created.text);
+  const id = String(created.body.id);
+  const { signing_secret: _none, ...shown } = created.body;
+  t.truthy(shown.signing_public_key);
+  const writes: [string, () => Promise<{ status: number; body: Record<string, unknown> }>][] = [
+    ['create', async () => ({ status: 201, body: shown })],
+    ['patch', () => c.patch(`/v1/webhooks/${id}`, { rate_limit: null, description: null, ordering: 'none' })],
+    ['delete', () => c.delete(`/v1/webhooks/${id}`)],
+    ['restore', () => c.post(`/v1/webhooks/${id}/restore`, {})],
+  ];
+  for (const [what, write] of writes) {
+    const res = await write();
+    t.true(res.status >= 200 && res.status < 300, `${what}: ${res.status}`);
+    t.deepEqual((await c.get(`/v1/webhooks/${id}`)).body, res.body, what);
+  }
+});
+
 test('DELETE, then restore: deleted stays visible, 409 for the wrong state', async (t) => {
   const c = await as(t, 'tenant_delete');
   const { body: created } = await c.post('/v1/webhooks', endpointBody(3));

@@ -40,9 +40,9 @@ function pathId(ctx: Ctx): EndpointId {
 
 export function webhookHandlers(deps: WebhookDeps) {
   /**
-   * The endpoint as the projection shows it once it holds the command's event. If the projection lags
-   * past its timeout the write has still happened (and for create and rotate-secret the secret exists
-   * only in this answer), so the command's own state answers instead of an error.
+   * The endpoint as the command left it, once the projection holds the command's event (so the tenant's
+   * next read shows the write). If the projection lags past its timeout the write has still happened (and
+   * for create and rotate-secret the secret exists only in this answer): it answers all the same.
    */
   async function afterWrite(ctx: Ctx, result: CommandResult): Promise<EndpointOut> {
     try {
@@ -51,10 +51,8 @@ export function webhookHandlers(deps: WebhookDeps) {
       // The projection lags (ProjectionLagError); anything else is a real failure.
       if (!isHookstreamError(e, ErrorCode.Unavailable)) throw e;
       deps.log.warn('projection lags; answering a write from the command result', { request_id: ctx.state.requestId, seq: result.seq, endpoint: result.endpoint.id });
-      return endpointOut(result.endpoint);
     }
-    const row = await getEndpoint(ctx.state.em, ctx.state.tenant, result.endpoint.id);
-    return endpointOut(row ?? result.endpoint);
+    return endpointOut(result.endpoint);
   }
 
   return {
