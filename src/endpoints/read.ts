@@ -84,9 +84,6 @@ function ownerOf(m: StoredMsg): TenantId | undefined {
   return !e.ok ? undefined : e.event.type === 'endpoint.created' ? e.event.tenant : e.event.type === 'endpoint.compacted' ? e.event.state?.tenant : undefined;
 }
 
-/** An event a fold can start from: it carries the whole state. */
-const foldsFromNothing = (m: StoredMsg) => ownerOf(m) !== undefined;
-
 export async function readEndpoint(
   _js: JetStreamClient, jsm: JetStreamManager, id: EndpointId, opts: ReadOptions = {},
 ): Promise<EndpointState | undefined> {
@@ -104,21 +101,22 @@ export async function readEndpoint(
   if (state && state.version > last.seq) state = undefined;
   // Behind: the event it was saved at must still be this endpoint's, or it belongs to another history.
   if (state && state.version < last.seq && (await getOrNone(jsm, ENDPOINTS_STREAM, { seq: state.version }))?.subject !== subject) state = undefined;
+  /** The subject's next message after `seq`, up to `last` (a message stored since may come back: the caller stops at it). */
+  const nextAfter = async (seq: number) => (seq < last.seq ? (await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, seq + 1))) ?? undefined : undefined);
   // Without a state to start from, the fold starts at the subject's first event: endpoint.created, or the
   // compaction that replaced the events before it. While a compaction deletes those (oldest first), the first
   // left may be any event, naming no owner and folding to nothing: the fold starts at the compaction instead.
   let start: StoredMsg | undefined;
+  let owner = state?.tenant;
   if (!state) {
-    start = (await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, 0))) ?? undefined;
-    while (start && start.seq < last.seq && !foldsFromNothing(start)) start = (await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, start.seq + 1))) ?? undefined;
+    start = await nextAfter(0);
+    while (start && (owner = ownerOf(start)) === undefined && start.seq < last.seq) start = await nextAfter(start.seq);
     if (!start) return undefined;
   }
   // The state's tenant, or the one its first event names: the fold below runs for the owner only.
-  if (opts.tenant !== undefined && (state ? state.tenant : ownerOf(start!)) !== opts.tenant) return undefined;
+  if (opts.tenant !== undefined && owner !== opts.tenant) return undefined;
   const from = state?.version ?? 0;
-  for (let at = state ? from : start!.seq - 1; at < last.seq;) {
-    const m = await jsm.streams.getMessage(ENDPOINTS_STREAM, nextOf(subject, at + 1));
-    if (!m || m.seq > last.seq) break;
+  for (let m = start ?? (await nextAfter(from)); m && m.seq <= last.seq; m = await nextAfter(m.seq)) {
     // One bad message must not make every command on the endpoint fail: skip it, as every reader does.
     const step = foldEndpointMessage(m, () => state);
     if (step.ok) state = step.state;
@@ -127,7 +125,6 @@ export async function readEndpoint(
       // The next command's expected last subject sequence is this message's, or it would conflict for ever.
       if (state) state = { ...state, version: m.seq };
     }
-    at = m.seq;
   }
   if (opts.save && state && state.version > from) {
     await opts.save(state);

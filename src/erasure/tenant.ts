@@ -20,7 +20,7 @@ import { Projection } from '../../projections/checkpoint.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import { messagesOf } from './by-subject.ts';
-import type { EndpointStore } from '../endpoints/store.ts';
+import type { OwnedEndpointStore } from '../endpoints/store.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import { eraseTenantAttempts } from '../deliverylog/retention.ts';
 import { destroyDataKeys } from './data-keys.ts';
@@ -51,7 +51,7 @@ export interface TenantErasureOut {
 }
 
 export async function eraseTenant(deps: {
-  jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: EndpointStore & { flush?(): Promise<void> }; shards: number;
+  jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: OwnedEndpointStore; shards: number;
   /** Resolves once the projection has applied its stream up to `seq` (the directories follow ENDPOINTS alike). */
   waitForProjection: (name: Projection, seq: number) => Promise<void>;
 }, tenant: TenantId): Promise<TenantErasureOut> {
@@ -95,7 +95,7 @@ export async function eraseTenant(deps: {
   }
   // Their states are saved behind the deletes: written before the states are erased below. (A save by
   // another process that lands after the erasure removes itself: saveEndpointState.)
-  await deps.store.flush?.();
+  await deps.store.flush();
   if (lastDelete > 0) await deps.waitForProjection(Projection.Endpoints, lastDelete);
   // Nothing is routed to the tenant any more: its keys go, and with them every copy of its delivery
   // bodies anywhere (acknowledged deliveries' bytes, replicas, dead letters, backups of the queues).
