@@ -1,11 +1,14 @@
 // The endpoint read model: the ENDPOINTS stream folded into the Postgres table `endpoints`, one row per
 // endpoint, by the fold every reader uses (src/endpoints/fold.ts). The engine applies it batch by batch
-// under the checkpoint.
+// under the checkpoint. A command's own state is also written through (writeEndpointState), so an endpoint
+// write answers after one statement, not after the projector's round trips. Every write of a row is kept
+// only if it is newer (its version, the stream sequence of its last event): the projector and the
+// commands' write-throughs may land in either order and the row never goes back.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EndpointEvent, EndpointState } from '../src/domain/endpoint.ts';
 import { decodeEndpointEvent, nextEndpointState } from '../src/endpoints/fold.ts';
 import { EndpointRecord } from '../src/db/entities.ts';
-import { recordToRow, rowToRecordData, rowToState, stateToRow } from '../src/db/endpoint-rows.ts';
+import { recordToRow, rowToState, stateToRow, type EndpointRow } from '../src/db/endpoint-rows.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
 import { Projection } from './checkpoint.ts';
 import {
@@ -20,21 +23,50 @@ function decode(m: StreamMessage): Decoded<EndpointEvent> {
   return decoded.ok ? { ok: true, message: decoded.event } : decoded;
 }
 
+const COLUMNS = [
+  'id', 'tenant', 'url', 'events', 'description', 'status', 'signature_scheme', 'signing_public_key', 'rate_limit', 'ordering',
+  'disabled_reason', 'disabled_at', 'created_at', 'updated_at', 'version',
+] as const;
+const UPDATED = COLUMNS.filter((c) => c !== 'id');
+const UPSERT = `insert into endpoints (${COLUMNS.join(', ')})
+  select ${COLUMNS.join(', ')} from json_populate_recordset(null::endpoints, ?::json)
+  on conflict (id) do update set (${UPDATED.join(', ')}) = (${UPDATED.map((c) => `excluded.${c}`).join(', ')})
+  where endpoints.version < excluded.version`;
+
+const rowJson = (r: EndpointRow): Record<(typeof COLUMNS)[number], unknown> => ({
+  id: r.id, tenant: r.tenant, url: r.url, events: r.events, description: r.description, status: r.status,
+  signature_scheme: r.signatureScheme, signing_public_key: r.signingPublicKey, rate_limit: r.rateLimit, ordering: r.ordering,
+  disabled_reason: r.disabledReason, disabled_at: r.disabledAt, created_at: r.createdAt, updated_at: r.updatedAt, version: r.version,
+});
+
+/** Insert or update rows in one statement; a stored row as new as the one given, or newer, stays as it is. */
+async function upsertNewer(em: EntityManager, rows: EndpointRow[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 500) await em.execute(UPSERT, [JSON.stringify(rows.slice(i, i + 500).map(rowJson))]);
+}
+
+/**
+ * Write a command's resulting state into its row, unless the row already holds that version or a later
+ * one. The command's state is the fold's, so the row is the one the projector makes from the same event.
+ */
+export const writeEndpointState = (em: EntityManager, state: EndpointState): Promise<void> => upsertNewer(em, [stateToRow(state)]);
+
 /** Endpoint states being folded, keyed by id; only the ones an applied event changed are written. */
 function endpointFold(states: Map<string, EndpointState>): Fold<EndpointEvent> {
   const changed = new Set<string>();
   return {
     apply(seq, event) {
-      const step = nextEndpointState(states.get(event.id), event, seq);
+      const previous = states.get(event.id);
+      // Written through by its command already (or by a projector in another instance): nothing to do.
+      if (previous && previous.version >= seq) return undefined;
+      const step = nextEndpointState(previous, event, seq);
       if (!step.ok) return step.reason;
       states.set(event.id, step.state);
       changed.add(event.id);
       return undefined;
     },
     async save(em) {
-      const data = [...changed].map((id) => rowToRecordData(stateToRow(states.get(id)!)));
-      for (let i = 0; i < data.length; i += 500) await em.upsertMany(EndpointRecord, data.slice(i, i + 500));
-      return data.length;
+      await upsertNewer(em, [...changed].map((id) => stateToRow(states.get(id)!)));
+      return changed.size;
     },
   };
 }

@@ -1,7 +1,7 @@
 // The management API over real HTTP, against the real service (api and projector roles), real NATS and
 // real Postgres: every route, every error status, tenant isolation, and the envelope on every failure.
 // Every response is also checked against the OpenAPI document (test/helpers/api-client.ts).
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { eventually, startHarness, type Harness } from './helpers/service.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
 import { createApiKey, revokeApiKey } from '../src/apikeys/store.ts';
@@ -11,7 +11,9 @@ import { OPENAPI_DOCUMENT } from '../src/api/openapi.ts';
 import { describeCatalogue } from '../src/domain/catalogue.ts';
 import { checkTargetUrl } from '../src/delivery/target-policy.ts';
 import type { EndpointStore } from '../src/endpoints/store.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, silentLogger } from '../src/log.ts';
+import { createTestDatabase } from './helpers/database.ts';
+import { closeDatabase, openDatabase } from '../src/db/orm.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { ProjectionLagError } from '../projections/wait.ts';
 import { SecretSealer } from '../src/crypto/sodium.ts';
@@ -436,20 +438,46 @@ test('routes answer HEAD for GET and OPTIONS with Allow', async (t) => {
   t.deepEqual((options.headers.get('allow') ?? '').split(/,\s*/).sort(), ['GET', 'HEAD', 'POST']);
 });
 
-test('a write whose event the projection has not reached in time still answers (the secret must not be lost)', async (t) => {
-  const lines: string[] = [];
+/** An API on a database of its own, with no projector over it; the endpoint store is the harness's. */
+async function apiWithoutProjector(t: ExecutionContext, label: string, waitForProjection: (seq: number) => Promise<void>, write: (line: string) => void = () => {}) {
+  const db = await createTestDatabase(`api_${label}`);
+  const orm = await openDatabase(db.url, silentLogger);
+  t.teardown(async () => { await closeDatabase(orm); await db.drop(); });
   const { app } = createApi({ publicUrl: () => 'http://127.0.0.1',
-    orm: h.service.orm!, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100, sealer: sealer(),
-    waitForProjection: async (seq) => { throw new ProjectionLagError('endpoints', seq, seq - 1, 5000); },
-    log: createLogger({ write: (line) => lines.push(line) }),
+    orm, store: h.store, checkUrl: (u) => checkTargetUrl(u, false), rateLimitPerSecond: 100, sealer: sealer(), waitForProjection, log: createLogger({ write }),
   });
-  const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: createLogger({ write: () => {} }) });
+  const server = await startApiServer(app, { host: '127.0.0.1', port: 0, log: silentLogger });
   servers.push(server);
-  const res = await apiClient(server.url, await newKey('tenant_lag'), t).post('/v1/webhooks', endpointBody(11));
-  t.is(res.status, 201);
+  const key = (await createApiKey(orm.em.fork(), `tenant_${label}` as TenantId, 'test')).key;
+  return { orm, client: apiClient(server.url, key, t) };
+}
+
+test('a write answers with no projector running, and the GET right after shows it: the command writes its row through', async (t) => {
+  // A projector that never gets there: the answers below come from the rows the commands wrote.
+  const { client } = await apiWithoutProjector(t, 'write_through', () => new Promise<void>(() => {}));
+  const { status, body: made } = await client.post('/v1/webhooks', endpointBody(12));
+  t.is(status, 201);
+  t.deepEqual((await client.get(`/v1/webhooks/${made.id}`)).body, (({ signing_secret: _s, ...rest }) => rest)(made));
+  const { body: patched } = await client.patch(`/v1/webhooks/${made.id}`, { description: 'written through' });
+  t.is(patched.description, 'written through');
+  t.deepEqual((await client.get(`/v1/webhooks/${made.id}`)).body, patched);
+  t.deepEqual((await client.get('/v1/webhooks')).body.data, [patched]);
+});
+
+test('a write whose row cannot be written and whose event the projection has not reached in time still answers (the secret must not be lost)', async (t) => {
+  const lines: string[] = [];
+  const { orm, client } = await apiWithoutProjector(t, 'lag', async (seq) => { throw new ProjectionLagError('endpoints', seq, seq - 1, 5000); }, (l) => lines.push(l));
+  const { body: made } = await client.post('/v1/webhooks', endpointBody(11));
+  // From here on Postgres refuses every write of the row.
+  await orm.em.fork().execute('drop table endpoints');
+  const res = await client.post(`/v1/webhooks/${made.id}/rotate-secret`);
+  t.is(res.status, 200);
   t.regex(res.body.signing_secret, /^whsec_/);
-  t.like(res.body, { url: 'https://hooks.example.com/11', status: 'active' });
-  t.true(lines.some((l) => (JSON.parse(l) as { msg: string }).msg.startsWith('projection lags')));
+  t.not(res.body.signing_secret, made.signing_secret);
+  const logged = lines.map((l) => JSON.parse(l) as { msg: string; error_code?: string });
+  t.like(logged.find((l) => l.msg.startsWith('endpoint row not written through')), { error_code: '42P01' });
+  t.true(logged.some((l) => l.msg.startsWith('projection lags')));
+  t.false(lines.some((l) => l.includes(res.body.signing_secret) || l.includes('hooks.example.com')), 'neither the secret nor the URL is logged');
 });
 
 test('text the stores cannot hold is refused with 422 naming the field, and another tenant is listed at once', async (t) => {

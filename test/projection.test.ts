@@ -15,7 +15,7 @@ import { applyEndpointEvent, type EndpointEvent, type EndpointState } from '../s
 import { newIdBody, type EndpointId, type TenantId } from '../src/domain/ids.ts';
 import type { EventPattern } from '../src/domain/catalogue.ts';
 import { createLogger, silentLogger, type Logger } from '../src/log.ts';
-import { rebuildEndpointProjection, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
+import { rebuildEndpointProjection, startEndpointProjector, writeEndpointState, type EndpointProjector } from '../projections/endpoints.ts';
 import { readCheckpoint, readSkipped } from '../projections/checkpoint.ts';
 import { startProjector, type ReadModel } from '../projections/engine.ts';
 import { createServiceMetrics } from '../src/metrics.ts';
@@ -179,6 +179,35 @@ test('rows equal the fold of the stream, live and from a backlog', async (t) => 
   // No signing secret reaches Postgres in any column.
   const dump = JSON.stringify(await env.orm.em.fork().execute('select * from endpoints'));
   t.false(dump.includes('sealed'));
+});
+
+test("a command's state written through is never moved back: not by the projector behind it, not by an older write", async (t) => {
+  const env = await setup('write_through');
+  const id = newId();
+  const first = created(id, 'tenant_a');
+  const second = updated(id, { description: 'second' });
+  const third = updated(id, { description: 'third', url: 'https://example.com/third' });
+  const s1 = await env.publish(first);
+  const s2 = await env.publish(second);
+  // The third command's state, written through before its event reaches the projector (here: before the
+  // projector runs at all, and before the event is even in the stream).
+  const state1 = applyEndpointEvent(undefined, first, s1);
+  const state2 = applyEndpointEvent(state1, second, s2);
+  const state3 = applyEndpointEvent(state2, third, s2 + 1);
+  await writeEndpointState(env.orm.em.fork(), state3);
+  await writeEndpointState(env.orm.em.fork(), state2);
+  t.like((await projectedRows(env.orm))[0], { description: 'third', version: s2 + 1 }, 'an older write leaves a newer row');
+  // One event per batch: each would write its row back to an older state if writes were not versioned.
+  const projector = await startEndpointProjector(env, { batchSize: 1 });
+  t.teardown(() => projector.stop());
+  await projector.waitFor(s2, WAIT);
+  t.like((await projectedRows(env.orm))[0], { description: 'third', url: 'https://example.com/third', version: s2 + 1 });
+  // The event arrives; the projector takes the row as it is and goes on from it.
+  t.is(await env.publish(third), s2 + 1);
+  const last = await env.publish(updated(id, { events: ['*'] }));
+  await projector.waitFor(last, WAIT);
+  t.deepEqual(await projectedRows(env.orm), expectedRows(env.published));
+  t.is((await readSkipped(env.orm, 'endpoints')).total, 0, 'an event already written through is no skip');
 });
 
 test('a projector stopped mid-stream and restarted applies every event exactly once', async (t) => {

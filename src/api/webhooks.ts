@@ -1,5 +1,5 @@
 // The /v1/webhooks handlers: reads come from the Postgres projection (tenant-scoped queries); writes
-// are commands on the endpoint store, answered once the projection has applied the command's event.
+// are commands on the endpoint store, answered once the projection holds the command's state.
 import type { RouterContext } from '@koa/router';
 import { getEndpoint, listEndpoints } from '../endpoints/queries.ts';
 import type { CommandResult, EndpointStore } from '../endpoints/store.ts';
@@ -7,6 +7,7 @@ import type { TestEvents } from '../endpoints/test-event.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
 import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
+import { writeEndpointState } from '../../projections/endpoints.ts';
 import type { Logger } from '../log.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
 import { answerOnce, claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash, type AnswerOnceDeps } from './idempotency.ts';
@@ -40,13 +41,19 @@ function pathId(ctx: Ctx): EndpointId {
 
 export function webhookHandlers(deps: WebhookDeps) {
   /**
-   * The endpoint as the command left it, once the projection holds the command's event (so the tenant's
-   * next read shows the write). If the projection lags past its timeout the write has still happened (and
-   * for create and rotate-secret the secret exists only in this answer): it answers all the same.
+   * The endpoint as the command left it, once the projection holds it (so the tenant's next read shows the
+   * write): written through into its row, or, when that fails, applied by the projector. If the projection
+   * lags past its timeout the write has still happened (and for create and rotate-secret the secret exists
+   * only in this answer): it answers all the same.
    */
   async function afterWrite(ctx: Ctx, result: CommandResult): Promise<EndpointOut> {
     try {
-      await deps.waitForProjection(result.seq);
+      await writeEndpointState(ctx.state.em, result.endpoint).catch((e: unknown) => {
+        // The code only: a driver's message may quote the statement, and with it the endpoint's URL.
+        const code = (e as { code?: unknown }).code;
+        deps.log.warn('endpoint row not written through; waiting for the projector', { request_id: ctx.state.requestId, endpoint: result.endpoint.id, error_code: typeof code === 'string' ? code : 'unknown' });
+        return deps.waitForProjection(result.seq);
+      });
     } catch (e) {
       // The projection lags (ProjectionLagError); anything else is a real failure.
       if (!isHookstreamError(e, ErrorCode.Unavailable)) throw e;

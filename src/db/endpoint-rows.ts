@@ -29,26 +29,6 @@ export function recordToRow(r: EndpointRecord): EndpointRow {
   };
 }
 
-export function rowToRecordData(row: EndpointRow): EndpointRecord {
-  return {
-    id: row.id,
-    tenant: row.tenant,
-    url: row.url,
-    events: row.events,
-    description: row.description,
-    status: row.status,
-    signatureScheme: row.signatureScheme,
-    signingPublicKey: row.signingPublicKey,
-    rateLimit: row.rateLimit,
-    ordering: row.ordering,
-    disabledReason: row.disabledReason,
-    disabledAt: row.disabledAt === null ? null : new Date(row.disabledAt),
-    createdAt: new Date(row.createdAt),
-    updatedAt: new Date(row.updatedAt),
-    version: row.version,
-  };
-}
-
 /** Rows carry no secrets, so the fold starts from none; secret events still move version and updatedAt. */
 export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
 
