@@ -39,6 +39,8 @@ test('past COMPACT_EVERY commands the history is replaced by its state; every di
   await writeSnapshot(deps.js, following.d.snapshot());
   for (let i = 0; i < COMPACT_EVERY + 20; i++) await store.update(tenant, endpoint.id, { description: `after ${i}` });
   const last = await store.update(tenant, endpoint.id, { ordering: 'key' });
+  // The events a compaction replaces are removed behind the command that made it.
+  await store.flush();
 
   const subject = endpointSubject(endpoint.id);
   const held = (await deps.jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
@@ -85,6 +87,7 @@ test('a compaction deletes the events before it with secure erase: a rotated-out
   // Rotated out with no grace: the compacted state no longer holds it.
   await store.rotateSecret(tenant, endpoint.id, 0);
   for (let i = 0; i < COMPACT_EVERY + 5; i++) await store.update(tenant, endpoint.id, { description: `d${i}` });
+  await store.flush();
   const first = await deps.jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: 0, next_by_subj: subject } as unknown as { seq: number });
   t.is(first?.json<{ type: string }>().type, 'endpoint.compacted');
   t.false(sealedFirst.some((v) => first!.string().includes(v)), 'not in the compacted state');

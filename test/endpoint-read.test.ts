@@ -2,8 +2,9 @@
 // work as a missing id (the same NATS requests, counted on the wire), and a malformed message on an
 // endpoint's subject is skipped and logged instead of failing every command on that endpoint. A command's
 // read costs the same two message gets at the 300th write as at the first and leaves no consumer behind,
-// also when it is refused (409); a state saved before events it lacks is brought up to date. The state is
-// saved behind the command (the command answers once its event is appended), one save at a time per
+// also when it is refused (409); a command starts from the state its process kept (a state another process
+// has moved on from costs one conflicting append and a fresh read); a state saved before events it lacks
+// is brought up to date. The state is saved behind the command (the command answers once its event is appended), one save at a time per
 // endpoint, and a save that lands after its endpoint's history was erased removes itself.
 import test from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -42,6 +43,11 @@ test.before(async () => {
     log: createLogger({ write: (line) => logged.push(line) }),
   }).store;
 });
+/** A store of its own, as another service instance has. */
+const storeOfAnotherProcess = async () => createEndpoints({
+  js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }), masterKey: h.keys.masterKey, allowPrivateTargets: true, log: createLogger({ write: () => {} }),
+}).store;
+
 test.after.always(async () => {
   await nc?.close();
   await h?.close();
@@ -124,32 +130,42 @@ test.serial('an id that is not an endpoint id makes no request at all', async (t
 const GETS = ['$JS.API.STREAM.MSG.GET.ENDPOINT_STATES', '$JS.API.STREAM.MSG.GET.ENDPOINTS'];
 const consumers = async () => (await (await jetstreamManager(nc, { checkAPI: false })).streams.info(ENDPOINTS_STREAM)).state.consumer_count;
 
-test.serial('the 300th write reads its endpoint with the same two message gets as the first, and 300 refused restores leave no consumer', async (t) => {
+test.serial('a command starts from the state its process kept, and a read costs the same two message gets at the 300th write as at the first; 300 refused restores leave no consumer', async (t) => {
   const tenant = 'tenant_busy' as TenantId;
   const { endpoint } = await store.create(tenant, body);
+  const subject = endpointSubject(endpoint.id);
   const before = await consumers();
-  const first = await trace(() => store.update(tenant, endpoint.id, { description: 'write 1' }));
-  t.deepEqual(first.subjects.slice(0, 2), GETS);
-  for (let i = 2; i < 300; i++) await store.update(tenant, endpoint.id, { description: `write ${i}` });
-  const last = await trace(() => store.update(tenant, endpoint.id, { description: 'write 300' }));
-  t.deepEqual(last.subjects, first.subjects, 'the same requests: the read does not grow with the history');
+  const other = await storeOfAnotherProcess();
+  const first = await trace(() => other.update(tenant, endpoint.id, { description: 'write 1' }));
+  t.deepEqual(first.subjects.slice(0, 3), [...GETS, subject], 'a process that kept no state reads it, then appends');
+  // This process's state is the one before write 1: its append conflicts, and the command is decided again on a fresh read.
+  const stale = await trace(() => store.update(tenant, endpoint.id, { description: 'write 2' }));
+  t.is(stale.error, undefined);
+  t.deepEqual(stale.subjects.slice(0, 4), [subject, ...GETS, subject]);
+  for (let i = 3; i < 300; i++) await store.update(tenant, endpoint.id, { description: `write ${i}` });
+  const kept = await trace(() => store.update(tenant, endpoint.id, { description: 'write 300' }));
+  t.is(kept.subjects[0], subject, 'from the state it kept: the append, and no read before it');
+  await store.flush();
+  const cold = await trace(async () => (await storeOfAnotherProcess()).update(tenant, endpoint.id, { description: 'write 301' }));
+  t.deepEqual(cold.subjects.slice(0, 3), first.subjects.slice(0, 3), 'the same requests: the read does not grow with the history');
   for (let i = 0; i < 300; i++) {
     const refused = await trace(() => store.restore(tenant, endpoint.id));
     t.like(refused.error, { code: 'conflict' });
+    // A refusal is never answered from a kept state: decided again on the streams' state.
     if (i === 0) t.deepEqual(refused.subjects, GETS);
   }
   t.true(await consumers() <= before, 'no consumer was created for a read');
   await store.flush();
   const jsm = await jetstreamManager(nc, { checkAPI: false });
-  const subject = endpointStateSubject(endpoint.id);
-  t.is((await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject], 1, 'one saved state per endpoint');
-  t.is((await store.get(tenant, endpoint.id)).description, 'write 300');
+  const states = endpointStateSubject(endpoint.id);
+  t.is((await jsm.streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: states })).state.subjects?.[states], 1, 'one saved state per endpoint');
+  t.is((await store.get(tenant, endpoint.id)).description, 'write 301');
 
   // Compacted on the way (COMPACT_EVERY): the projection, and a rebuild of it, hold the same endpoint.
-  const events = (await jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: endpointSubject(endpoint.id) })).state.subjects?.[endpointSubject(endpoint.id)] ?? 0;
-  t.true(events <= COMPACT_EVERY, `${events} events kept of 301`);
+  const events = (await jsm.streams.info(ENDPOINTS_STREAM, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+  t.true(events <= COMPACT_EVERY, `${events} events kept of 302`);
   const row = async () => {
-    await eventually(async () => ((await getEndpoint(h.service.orm!.em.fork(), tenant, endpoint.id))?.description === 'write 300' ? true : undefined), 30_000, 'the projection');
+    await eventually(async () => ((await getEndpoint(h.service.orm!.em.fork(), tenant, endpoint.id))?.description === 'write 301' ? true : undefined), 30_000, 'the projection');
     return getEndpoint(h.service.orm!.em.fork(), tenant, endpoint.id);
   };
   const projected = await row();
@@ -186,13 +202,15 @@ test.serial('a command answers once its event is appended; its state is saved be
   const { endpoint } = await store.create(tenant, body);
   await store.flush();
   const jsm = await jetstreamManager(nc, { checkAPI: false });
-  const write = await trace(() => store.update(tenant, endpoint.id, { description: 'answered first' }));
+  // By a store that kept no state, so the write reads it.
+  const other = await storeOfAnotherProcess();
+  const write = await trace(() => other.update(tenant, endpoint.id, { description: 'answered first' }));
   t.is(write.error, undefined);
   // Up to its answer: the reads and the append, and at most the save's first publish; the secure delete of
   // the state before it needs the save's answers, so it cannot have gone out yet.
   t.deepEqual(write.subjects.slice(0, 3), [...GETS, endpointSubject(endpoint.id)]);
   t.false(write.subjects.some((s) => s.startsWith('$JS.API.STREAM.MSG.DELETE')), `no secure delete before the answer: ${write.subjects.join(' ')}`);
-  await store.flush();
+  await other.flush();
   t.is(await stateCount(endpoint.id), 1, 'the state before it was deleted');
   // A burst on one endpoint, none waiting for a save: the read of each is still right (it folds what the
   // saved state lacks), and once flushed the one state left is the last command's.

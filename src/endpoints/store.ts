@@ -13,11 +13,14 @@ import { newEd25519KeyPair, newSigningSecret, SignatureScheme } from '../domain/
 import { conflict, describe, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import { readEndpoint, saveEndpointState } from './read.ts';
 import { messagesOf } from '../erasure/by-subject.ts';
+import type { Logger } from '../log.ts';
+import { createSampledWarnings } from '../sampled-log.ts';
 
 /** Secure deletes of a compaction in flight at once. */
 const SECURE_DELETES_AT_ONCE = 32;
-import type { Logger } from '../log.ts';
-import { createSampledWarnings } from '../sampled-log.ts';
+/** Endpoints whose latest state a store keeps for its next command (about 1 KB each), and for how long. */
+const KEPT_STATES = 10_000;
+const KEPT_MS = 60_000;
 
 const WRONG_LAST_SEQUENCE = 10071;
 export const MAX_GRACE_MS = 7 * 24 * 3600_000;
@@ -67,7 +70,10 @@ export interface EndpointStore {
 
 /** The store as its maker holds it: the saves still running behind its commands can be waited for. */
 export interface OwnedEndpointStore extends EndpointStore {
-  /** Resolves once every state saved so far is written (a stop, or a command line before it closes NATS). */
+  /**
+   * Resolves once every state saved so far is written and every compaction's deletes are done (a stop, a
+   * tenant's erasure, or a command line before it closes NATS).
+   */
   flush(): Promise<void>;
 }
 
@@ -120,9 +126,22 @@ export function createEndpointStore(deps: {
     return Promise.resolve();
   };
 
+  /** The compactions' deletes still running, behind the commands that started them. */
+  const removing = new Set<Promise<void>>();
+  /** Secure-delete the subject's events before `seq`, then purge what is left before it. */
+  async function removeBefore(subject: string, seq: number): Promise<void> {
+    const before: number[] = [];
+    for await (const m of messagesOf(deps.jsm, ENDPOINTS_STREAM, subject, 1, seq - 1)) before.push(m.seq);
+    for (let i = 0; i < before.length; i += SECURE_DELETES_AT_ONCE) {
+      await Promise.all(before.slice(i, i + SECURE_DELETES_AT_ONCE).map((n) => deps.jsm.streams.deleteMessage(ENDPOINTS_STREAM, n, true).catch(() => false)));
+    }
+    await deps.jsm.streams.purge(ENDPOINTS_STREAM, { filter: subject, seq });
+  }
+
   /**
-   * Replace the subject's events with one carrying the whole state, then purge those before it. Best effort:
-   * the command is done; a lost race or a failure is tried again at the next command.
+   * Replace the subject's events with one carrying the whole state; the events before it are removed
+   * behind the command. Best effort: the command is done; a lost race or a failure is tried again at the
+   * next command.
    */
   async function compact(state: EndpointState): Promise<EndpointState> {
     const subject = endpointSubject(state.id);
@@ -133,13 +152,13 @@ export function createEndpointStore(deps: {
       const ack = await deps.js.publish(subject, JSON.stringify(event), { expect: { lastSubjectSequence: state.version } });
       // The events before it hold sealed secrets (rotated-out ones too): deleted with secure erase, as a
       // purge leaves their bytes in the store file, where a leaked master key would open them (issue 30);
-      // 2.3 ms each on nats-server 2.15.1, once every COMPACT_EVERY commands. The purge takes what is left.
-      const before: number[] = [];
-      for await (const m of messagesOf(deps.jsm, ENDPOINTS_STREAM, subject, 1, ack.seq - 1)) before.push(m.seq);
-      for (let i = 0; i < before.length; i += SECURE_DELETES_AT_ONCE) {
-        await Promise.all(before.slice(i, i + SECURE_DELETES_AT_ONCE).map((seq) => deps.jsm.streams.deleteMessage(ENDPOINTS_STREAM, seq, true).catch(() => false)));
-      }
-      await deps.jsm.streams.purge(ENDPOINTS_STREAM, { filter: subject, seq: ack.seq });
+      // 2.3 ms each on nats-server 2.15.1, up to a second for all of them under load, so not in the command.
+      // Removing them never changes the subject's last sequence, so commands after this one go on meanwhile,
+      // and a read meanwhile folds from the compaction (read.ts).
+      const removal: Promise<void> = removeBefore(subject, ack.seq)
+        .catch((e: unknown) => warnings?.warn('compact', 'endpoint history before its compaction not removed; removed at the next compaction', { endpoint: state.id, reason: describe(e) }))
+        .finally(() => removing.delete(removal));
+      removing.add(removal);
       const compacted = applyEndpointEvent(state, event, ack.seq);
       void save(compacted);
       return compacted;
@@ -148,6 +167,27 @@ export function createEndpointStore(deps: {
       return state;
     }
   }
+
+  // The state each endpoint's last command in this process left, which the next command starts from
+  // instead of reading the streams: its append expects the stream's last sequence of the endpoint to be this
+  // state's, so a state another process has moved on from fails the append, and the command is decided
+  // again on a fresh read. A refusal (404, 409) is never answered from a kept state either. Kept a minute
+  // at most: an endpoint written now and then is read each time, and a state (sealed secrets included)
+  // whose history was erased by another process does not stay in this one's memory.
+  const kept = new Map<EndpointId, { state: EndpointState; until: number }>();
+  const keep = (state: EndpointState) => {
+    kept.delete(state.id);
+    kept.set(state.id, { state, until: Date.now() + KEPT_MS });
+    if (kept.size > KEPT_STATES) kept.delete(kept.keys().next().value!);
+  };
+  const keptState = (id: EndpointId): EndpointState | undefined => {
+    const k = kept.get(id);
+    if (k && k.until < Date.now()) {
+      kept.delete(id);
+      return undefined;
+    }
+    return k?.state;
+  };
 
   async function append(state: EndpointState | undefined, event: EndpointEvent): Promise<CommandResult> {
     try {
@@ -158,24 +198,48 @@ export function createEndpointStore(deps: {
       // The event is written: a state not saved (yet) only costs the next read a fold of this one event.
       if ((endpoint.eventsSince ?? 0) >= COMPACT_EVERY) endpoint = await compact(endpoint);
       else void save(endpoint);
+      keep(endpoint);
       return { endpoint, seq: Math.max(ack.seq, endpoint.version) };
     } catch (e) {
-      if (isApiError(e, WRONG_LAST_SEQUENCE)) throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
+      if (isApiError(e, WRONG_LAST_SEQUENCE)) {
+        if (state) kept.delete(state.id);
+        throw conflict(`endpoint ${event.id} was changed concurrently; retry`);
+      }
       throw e;
     }
   }
 
-  async function get(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
+  /** The current state from the streams, scoped to the tenant. */
+  async function read(tenant: TenantId, id: EndpointId): Promise<EndpointState> {
     // The tenant is checked before the stream is folded: another tenant's id costs what a missing one does.
     const state = await readEndpoint(deps.js, deps.jsm, id, { tenant, log: deps.log, save });
     if (!state || state.tenant !== tenant) throw notFound(`webhook endpoint ${id}`);
+    keep(state);
     return state;
   }
 
+  /**
+   * Decide a command's event on the endpoint's state and append it. From the kept state when there is one;
+   * when that state turns out stale (the append conflicts) or the decision is a refusal, decided again on
+   * a fresh read, so what the command answers never rests on a state only this process had.
+   */
+  async function command(tenant: TenantId, id: EndpointId, decide: (state: EndpointState) => EndpointEvent): Promise<CommandResult> {
+    const mine = keptState(id);
+    if (mine && mine.tenant === tenant) {
+      try {
+        return await append(mine, decide(mine));
+      } catch (e) {
+        if (!isHookstreamError(e)) throw e;
+      }
+    }
+    const state = await read(tenant, id);
+    return append(state, decide(state));
+  }
+
   return {
-    get,
+    get: read,
     async flush() {
-      while (saving.size > 0) await Promise.all(saving.values());
+      while (saving.size > 0 || removing.size > 0) await Promise.all([...saving.values(), ...removing]);
     },
     async create(tenant, fields, opts = {}) {
       const scheme = fields.signature_scheme ?? SignatureScheme.V1;
@@ -194,29 +258,32 @@ export function createEndpointStore(deps: {
       } catch (e) {
         if (opts.id === undefined || !isHookstreamError(e, ErrorCode.Conflict)) throw e;
         // An earlier try with this id created it: answer that endpoint.
-        const state = await get(tenant, id);
+        const state = await read(tenant, id);
         const current = state.secrets[0];
         const signingSecret = state.signatureScheme === SignatureScheme.V1 && current ? deps.sealer.open(current.sealed, id) : undefined;
         return { endpoint: state, seq: state.version, signingSecret, existed: true };
       }
     },
     async update(tenant, id, patch) {
-      const state = await get(tenant, id);
-      assertNotDeleted(state);
-      // An empty patch changes nothing, so it appends nothing.
-      if (Object.keys(patch).length === 0) return { endpoint: state, seq: state.version };
-      return append(state, { v: 1, type: 'endpoint.updated', id, ...patch, at: now() });
+      // An empty patch changes nothing, so it appends nothing: it answers the state as the streams hold it.
+      if (Object.keys(patch).length === 0) {
+        const state = await read(tenant, id);
+        assertNotDeleted(state);
+        return { endpoint: state, seq: state.version };
+      }
+      return command(tenant, id, (state) => {
+        assertNotDeleted(state);
+        return { v: 1, type: 'endpoint.updated', id, ...patch, at: now() };
+      });
     },
-    async delete(tenant, id) {
-      const state = await get(tenant, id);
+    delete: (tenant, id) => command(tenant, id, (state) => {
       assertNotDeleted(state);
-      return append(state, { v: 1, type: 'endpoint.deleted', id, at: now() });
-    },
-    async restore(tenant, id) {
-      const state = await get(tenant, id);
+      return { v: 1, type: 'endpoint.deleted', id, at: now() };
+    }),
+    restore: (tenant, id) => command(tenant, id, (state) => {
       assertRestorable(state);
-      return append(state, { v: 1, type: 'endpoint.restored', id, at: now() });
-    },
+      return { v: 1, type: 'endpoint.restored', id, at: now() };
+    }),
     async disable(id, reason) {
       // A few rounds: each lost race means someone else changed the endpoint, which is rare and quick.
       for (let round = 0; round < DISABLE_ROUNDS; round++) {
@@ -231,16 +298,18 @@ export function createEndpointStore(deps: {
       throw conflict(`endpoint ${id} kept changing; not disabled`);
     },
     async rotateSecret(tenant, id, graceMs = DEFAULT_GRACE_MS) {
-      const state = await get(tenant, id);
-      // A rotation keeps the endpoint's scheme: a v1a endpoint gets a new key pair.
-      const key = newKey(state.signatureScheme);
-      const at = deps.now ? deps.now() : new Date();
-      const result = await append(state, {
-        v: 1, type: 'endpoint.secret_rotated', id, secret: deps.sealer.seal(key.secret, id),
-        previous_expires_at: graceMs > 0 ? new Date(at.getTime() + graceMs).toISOString() : null,
-        at: at.toISOString(), ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
+      let key: ReturnType<typeof newKey> | undefined;
+      const result = await command(tenant, id, (state) => {
+        // A rotation keeps the endpoint's scheme: a v1a endpoint gets a new key pair.
+        key = newKey(state.signatureScheme);
+        const at = deps.now ? deps.now() : new Date();
+        return {
+          v: 1, type: 'endpoint.secret_rotated', id, secret: deps.sealer.seal(key.secret, id),
+          previous_expires_at: graceMs > 0 ? new Date(at.getTime() + graceMs).toISOString() : null,
+          at: at.toISOString(), ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
+        };
       });
-      return { ...result, signingSecret: key.publicKey ? undefined : key.secret };
+      return { ...result, signingSecret: key!.publicKey ? undefined : key!.secret };
     },
   };
 }
