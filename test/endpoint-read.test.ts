@@ -197,6 +197,21 @@ const stateCount = async (id: EndpointId) => {
   return (await (await jetstreamManager(nc, { checkAPI: false })).streams.info(ENDPOINT_STATES_STREAM, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
 };
 
+test.serial('a kept state is used for a minute at most: after that the next command reads the streams again', async (t) => {
+  let now = Date.now();
+  const clocked = createEndpoints({
+    js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }), masterKey: h.keys.masterKey, allowPrivateTargets: true, now: () => new Date(now),
+  }).store;
+  const tenant = 'tenant_kept' as TenantId;
+  const { endpoint } = await clocked.create(tenant, body);
+  const subject = endpointSubject(endpoint.id);
+  now += 59_000;
+  t.is((await trace(() => clocked.update(tenant, endpoint.id, { description: 'within the minute' }))).subjects[0], subject);
+  now += 61_000;
+  t.deepEqual((await trace(() => clocked.update(tenant, endpoint.id, { description: 'past it' }))).subjects.slice(0, 3), [...GETS, subject]);
+  await clocked.flush();
+});
+
 test.serial('a command answers once its event is appended; its state is saved behind it, the newest of a burst once flushed', async (t) => {
   const tenant = 'tenant_behind' as TenantId;
   const { endpoint } = await store.create(tenant, body);

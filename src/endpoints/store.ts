@@ -94,7 +94,8 @@ export function createEndpointStore(deps: {
   /** Where reads report the endpoint events they skip. */
   log?: Logger;
 }): OwnedEndpointStore {
-  const now = () => (deps.now ? deps.now() : new Date()).toISOString();
+  const clock = () => (deps.now ? deps.now() : new Date()).getTime();
+  const now = () => new Date(clock()).toISOString();
 
   // Said once a minute at most: a NATS configuration that refuses them refuses every one.
   const warnings = deps.log ? createSampledWarnings(deps.log, { intervalMs: 60_000 }) : undefined;
@@ -177,12 +178,12 @@ export function createEndpointStore(deps: {
   const kept = new Map<EndpointId, { state: EndpointState; until: number }>();
   const keep = (state: EndpointState) => {
     kept.delete(state.id);
-    kept.set(state.id, { state, until: Date.now() + KEPT_MS });
+    kept.set(state.id, { state, until: clock() + KEPT_MS });
     if (kept.size > KEPT_STATES) kept.delete(kept.keys().next().value!);
   };
   const keptState = (id: EndpointId): EndpointState | undefined => {
     const k = kept.get(id);
-    if (k && k.until < Date.now()) {
+    if (k && k.until < clock()) {
       kept.delete(id);
       return undefined;
     }
