@@ -258,6 +258,38 @@ test('a slow origin ties up only its own connections', async (t) => {
   for (const o of await Promise.all(slow)) t.false(o.ok);
 });
 
+test('an attempt that waits for its pool\'s connection is timed from when it is sent, not from when it began to wait', async (t) => {
+  // Every answer takes 600 ms; the pool has one connection and the deadline is 1 s: the third POST waits
+  // 1.2 s for the connection, then is answered in 600 ms.
+  const slow = await receiver((_q, res) => setTimeout(() => res.end('ok'), 600));
+  t.teardown(() => slow.close());
+  const s = sender(t, { connectionsPerOrigin: 1, attemptTimeoutMs: 1000 });
+  const outcomes = await Promise.all([1, 2, 3].map(() => s.send({ url: slow.url, headers: HEADERS, body: BODY })));
+  t.deepEqual(outcomes.map((o) => o.ok), [true, true, true]);
+  for (const o of outcomes) t.true(o.durationMs < 1000, `${o.durationMs} ms: the attempt, without its wait`);
+  t.is(slow.received.length, 3);
+});
+
+test('stopWaiting ends the POSTs still waiting for a connection at once, unsent, and every later one; the one in flight goes on', async (t) => {
+  const held: ServerResponse[] = [];
+  const host = await receiver((_q, res) => { held.push(res); });
+  t.teardown(async () => { for (const r of held) r.destroy(); await host.close(); });
+  const s = sender(t, { connectionsPerOrigin: 1, attemptTimeoutMs: 10_000 });
+  let inFlightSettled = false;
+  const inFlight = s.send({ url: host.url, headers: HEADERS, body: BODY }).finally(() => { inFlightSettled = true; });
+  const waiting = [1, 2].map(() => s.send({ url: host.url, headers: HEADERS, body: BODY }));
+  while (held.length < 1) await new Promise((r) => setTimeout(r, 10));
+  s.stopWaiting();
+  for (const o of await Promise.all(waiting)) t.like(failure(o), { kind: 'not_sent', status: null });
+  t.like(failure(await s.send({ url: host.url, headers: HEADERS, body: BODY })), { kind: 'not_sent' });
+  t.false(inFlightSettled);
+  held[0]!.end('ok');
+  t.true((await inFlight).ok);
+  // Give undici the moment it would take to send a released POST on the freed connection: none is sent.
+  await new Promise((r) => setTimeout(r, 200));
+  t.is(host.received.length, 1);
+});
+
 test("one tenant's slow endpoints on a receiver host hold only that tenant's connections to it", async (t) => {
   // One host: /slow never answers, everything else answers at once.
   const held: ServerResponse[] = [];

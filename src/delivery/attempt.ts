@@ -34,6 +34,8 @@ export type BodyOpener = Pick<DataKeys, 'open'>;
 
 export interface Sender {
   send(req: { url: string; pool?: string; headers: Record<string, string>; body: string | Buffer }): Promise<AttemptOutcome>;
+  /** A stop: POSTs still waiting for a connection end unsent (`not_sent`). */
+  stopWaiting?(): void;
 }
 
 export interface SecretOpener {
@@ -235,8 +237,10 @@ export function createAttempts(deps: {
     // Not signed, so off by default (HOOKSTREAM_FORWARD_TRACEPARENT); tracestate and baggage never go out.
     if (span && tracing.forwardTraceparent) headers['traceparent'] = traceparentOf(span);
     const counters = countersOf(event);
-    counters.attempts.inc();
     const outcome = await sender.send({ url: state.url, pool: state.tenant, headers, body });
+    // Never sent (this process stops while it waited for a connection): no attempt; handed back at once.
+    if (!outcome.ok && outcome.kind === 'not_sent') return void m.nak();
+    counters.attempts.inc();
     if (span) attemptAnswered(span, outcome);
     const ended = performance.now();
     const endedAt = Date.now();

@@ -1,7 +1,7 @@
 // One delivery attempt as an HTTP POST: keep-alive pools per tenant and origin (one undici Agent per
 // tenant), so one tenant's slow endpoints hold only its own share of sockets to a receiver host that other
-// tenants use too; a hard deadline on the whole attempt, no redirects, a bounded read of the answer, and every failure classified rather
-// than thrown. Deciding what an outcome means for the message (ack, retry, dead) is the worker's job.
+// tenants use too; a hard deadline on the attempt once it is sent, no redirects, a bounded read of the
+// answer, and every failure classified rather than thrown. Deciding what an outcome means for the message (ack, retry, dead) is the worker's job.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import { checkTargetUrl, createGuardedLookup, ForbiddenTargetError, type Resolver } from './target-policy.ts';
@@ -16,7 +16,8 @@ const DEFAULT_CONNECTIONS_PER_ORIGIN = 128;
 /** A tenant's pool unused this long (and with nothing in flight) is closed: idle tenants keep no sockets or agent. */
 const POOL_IDLE_MS = 5 * 60_000;
 
-export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_target' | 'invalid_url';
+/** `not_sent`: the POST never left, it waited for a connection when the sender stopped (no attempt). */
+export type FailureKind = 'status' | 'timeout' | 'connection' | 'forbidden_target' | 'invalid_url' | 'not_sent';
 
 export type AttemptOutcome =
   | { ok: true; status: number; durationMs: number; bodySnippet?: string }
@@ -38,6 +39,8 @@ export interface SendRequest {
 
 export interface HttpSender {
   send(req: SendRequest): Promise<AttemptOutcome>;
+  /** Answer `not_sent` to every POST still waiting for a connection, at once, and to every later one (a stop). */
+  stopWaiting(): void;
   /** Waits for in-flight attempts, then closes every pooled connection. */
   close(): Promise<void>;
 }
@@ -45,7 +48,11 @@ export interface HttpSender {
 export interface HttpSenderOptions {
   attemptTimeoutMs: number;
   allowPrivateTargets: boolean;
-  /** Most sockets one pool (tenant) opens to one origin; attempts beyond it queue (and that wait counts toward their deadline). */
+  /**
+   * Most sockets one pool (tenant) opens to one origin; attempts beyond it wait for one, and their deadline
+   * starts when they are sent: a wait is no attempt, and a pool's queue that timed out all at once would
+   * fail hundreds of deliveries never sent in one burst.
+   */
   connectionsPerOrigin?: number;
   /** DNS stand-in for tests of the resolved-address check; defaults to dns.lookup. */
   resolve?: Resolver;
@@ -99,14 +106,20 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
     return target;
   };
 
+  /** Released (`not_sent`) by stopWaiting: the POSTs waiting for a connection. */
+  const waiting = new Set<() => void>();
+  let stopped = false;
+
   async function send(req: SendRequest): Promise<AttemptOutcome> {
-    const started = performance.now();
+    // From the moment the POST is sent (a wait for a pooled connection is not part of the attempt).
+    let started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const fail = (kind: FailureKind, error: string, status: number | null = null, bodySnippet?: string): AttemptFailure => ({
       ok: false, kind, status, error: redact(error, req.headers), durationMs: elapsed(),
       ...(bodySnippet ? { bodySnippet } : {}),
     });
 
+    if (stopped) return fail('not_sent', 'not sent: the sender stopped');
     const target = targetOf(req.url);
     if ('kind' in target) return fail(target.kind, target.error);
 
@@ -120,9 +133,9 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
         method: 'POST',
         headers: withUserAgent(req.headers),
         body: req.body,
-      }, timeout);
+      }, timeout, waiting, () => { started = performance.now(); });
     } catch (err) {
-      return fail(classify(err), describeError(err));
+      return err instanceof NotSentError ? fail('not_sent', 'not sent: the sender stopped') : fail(classify(err), describeError(err));
     } finally {
       pool.running--;
       pool.usedAt = performance.now();
@@ -144,6 +157,10 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
 
   return {
     send,
+    stopWaiting() {
+      stopped = true;
+      for (const release of waiting) release();
+    },
     async close() {
       clearInterval(idleSweep);
       await Promise.all([...pools.values()].map((p) => p.agent.close()));
@@ -185,6 +202,9 @@ interface Answer {
 /** Ends the read of a body past MAX_RESPONSE_READ: the rest is not wanted, and its connection is closed. */
 class EnoughReadError extends Error {}
 
+/** Ends a POST still waiting for a connection when the sender stops. */
+class NotSentError extends Error {}
+
 /**
  * One POST through undici's dispatch API, settled by the answer's end (or by an error) with what was read.
  *
@@ -195,11 +215,11 @@ class EnoughReadError extends Error {}
  * The status decides the attempt; the body is read only for the operators' snippet and to free the
  * connection, so a body that fails, stalls or runs long after the status leaves the status standing (past
  * MAX_RESPONSE_READ bytes the read is aborted, which closes that connection: undici cannot pool a socket
- * with unread data). The deadline covers the whole exchange, the wait for a pooled connection included.
+ * with unread data). The deadline starts when undici sends the request (`onStart`); until then the POST
+ * is in `waiting`, whose entry ends it unsent.
  */
-function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeoutMs: number): Promise<Answer> {
+function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeoutMs: number, waiting: Set<() => void>, onStart: () => void): Promise<Answer> {
   return new Promise<Answer>((resolve, reject) => {
-    let controller: Dispatcher.DispatchController | undefined;
     let status = 0;
     let headers: IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
@@ -207,22 +227,31 @@ function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeou
     let settled = false;
     let timedOut: AttemptTimeoutError | undefined;
     const answer = () => ({ status, headers, head: Buffer.concat(chunks, size).subarray(0, MAX_RESPONSE_READ) });
+    let timer: NodeJS.Timeout | undefined;
+    let notSent: NotSentError | undefined;
+    const release = () => {
+      notSent = new NotSentError();
+      settle(() => reject(notSent));
+    };
     const settle = (outcome: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      waiting.delete(release);
       outcome();
     };
-    const timer = setTimeout(() => {
-      timedOut = new AttemptTimeoutError(timeoutMs);
-      // Still waiting for a connection: the abort happens when undici starts the request.
-      controller?.abort(timedOut);
-      settle(() => (status ? resolve(answer()) : reject(timedOut)));
-    }, timeoutMs);
+    waiting.add(release);
     agent.dispatch(options, {
       onRequestStart(c) {
-        controller = c;
-        if (timedOut) c.abort(timedOut);
+        // Released while it waited: undici starts it now, and it ends before anything is written.
+        if (notSent) return c.abort(notSent);
+        waiting.delete(release);
+        onStart();
+        timer = setTimeout(() => {
+          timedOut = new AttemptTimeoutError(timeoutMs);
+          c.abort(timedOut);
+          settle(() => (status ? resolve(answer()) : reject(timedOut)));
+        }, timeoutMs);
       },
       onResponseStart(_c, statusCode, responseHeaders) {
         status = statusCode;

@@ -130,7 +130,9 @@ export async function startDelivery(deps: {
       stopRetryNow();
       await consumers.stop();
       feeds.stop();
-      // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST.
+      // In-flight attempts finish (each is bounded by the attempt timeout) so none is cut mid-POST; those
+      // still waiting for a connection are handed back unsent.
+      deps.sender.stopWaiting?.();
       await loops.settle();
       stored.flush();
       deps.attemptLog?.flush();
