@@ -50,6 +50,24 @@ async function upsertNewer(em: EntityManager, rows: EndpointRow[]): Promise<void
  */
 export const writeEndpointState = (em: EntityManager, state: EndpointState): Promise<void> => upsertNewer(em, [stateToRow(state)]);
 
+/**
+ * Make the projection hold a command's result before the command answers, so the tenant's next read shows
+ * it: the state written through, or, when Postgres refuses that, the projector's applying it (`waitFor`,
+ * which rejects when it lags). `missed` hears the write-through's failure, by its code only: a driver's
+ * message may quote the statement, and with it the endpoint's URL.
+ */
+export async function holdWrite(
+  em: EntityManager, result: { endpoint: EndpointState; seq: number }, waitFor: (seq: number) => Promise<void>, missed: (code: string) => void,
+): Promise<void> {
+  try {
+    await writeEndpointState(em, result.endpoint);
+  } catch (e) {
+    const code = (e as { code?: unknown }).code;
+    missed(typeof code === 'string' ? code : 'unknown');
+    await waitFor(result.seq);
+  }
+}
+
 /** Endpoint states being folded, keyed by id; only the ones an applied event changed are written. */
 function endpointFold(states: Map<string, EndpointState>): Fold<EndpointEvent> {
   const changed = new Set<string>();

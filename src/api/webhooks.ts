@@ -7,7 +7,7 @@ import type { TestEvents } from '../endpoints/test-event.ts';
 import { isEndpointId, type EndpointId } from '../domain/ids.ts';
 import { SignatureScheme } from '../domain/signature.ts';
 import { conflict, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
-import { writeEndpointState } from '../../projections/endpoints.ts';
+import { holdWrite } from '../../projections/endpoints.ts';
 import type { Logger } from '../log.ts';
 import { createInput, emptyInput, graceInput, updateInput } from './input.ts';
 import { answerOnce, claimEndpointId, IDEMPOTENCY_HEADER, idempotencyKey, requestHash, type AnswerOnceDeps } from './idempotency.ts';
@@ -48,12 +48,8 @@ export function webhookHandlers(deps: WebhookDeps) {
    */
   async function afterWrite(ctx: Ctx, result: CommandResult): Promise<EndpointOut> {
     try {
-      await writeEndpointState(ctx.state.em, result.endpoint).catch((e: unknown) => {
-        // The code only: a driver's message may quote the statement, and with it the endpoint's URL.
-        const code = (e as { code?: unknown }).code;
-        deps.log.warn('endpoint row not written through; waiting for the projector', { request_id: ctx.state.requestId, endpoint: result.endpoint.id, error_code: typeof code === 'string' ? code : 'unknown' });
-        return deps.waitForProjection(result.seq);
-      });
+      await holdWrite(ctx.state.em, result, deps.waitForProjection, (code) =>
+        deps.log.warn('endpoint row not written through; waiting for the projector', { request_id: ctx.state.requestId, endpoint: result.endpoint.id, error_code: code }));
     } catch (e) {
       // The projection lags (ProjectionLagError); anything else is a real failure.
       if (!isHookstreamError(e, ErrorCode.Unavailable)) throw e;

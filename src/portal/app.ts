@@ -22,6 +22,7 @@ import { describe, ErrorCode, isHookstreamError, notFound } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { cataloguePage, endpointPage, endpointsPage, messagePage, secretPage, type Notice } from './pages.ts';
 import { findPortalSession, PORTAL_SESSION_TTL_MS, redeemPortalLink, type PortalSessionInfo } from './sessions.ts';
+import { holdWrite } from '../../projections/endpoints.ts';
 
 export const PORTAL_COOKIE = 'hs_portal';
 
@@ -87,11 +88,10 @@ export function createPortal(deps: PortalDeps): Middleware {
     if (!isEndpointId(id)) throw notFound('endpoint');
     return id;
   };
-  /** The endpoint as the projection shows it once it has the command's event (as /v1 answers writes). */
-  async function after(ctx: Ctx, r: CommandResult) {
-    await deps.waitForProjection(r.seq).catch(() => {});
-    const row = await getEndpoint(orm.em.fork(), session(ctx).tenant, r.endpoint.id);
-    return endpointOut(row ?? r.endpoint);
+  /** The endpoint as the command left it, once the projection holds it (as /v1 answers writes). */
+  async function after(r: CommandResult) {
+    await holdWrite(orm.em.fork(), r, deps.waitForProjection, () => {}).catch(() => {});
+    return endpointOut(r.endpoint);
   }
   async function list(ctx: Ctx) {
     return (await listEndpoints(orm.em.fork(), session(ctx).tenant, { limit: 100 })).rows.map(endpointOut);
@@ -141,7 +141,7 @@ export function createPortal(deps: PortalDeps): Middleware {
     };
     try {
       const r = await store.create(session(ctx).tenant, createInput(fields, deps.checkUrl));
-      const e = await after(ctx, r);
+      const e = await after(r);
       send(ctx, secretPage('Endpoint added', e.id, r.signingSecret
         ? { label: 'Its signing secret', value: r.signingSecret }
         : { label: 'Its public key (v1a; the private key never leaves the service)', value: e.signing_public_key ?? '' }), 201);
@@ -163,7 +163,7 @@ export function createPortal(deps: PortalDeps): Middleware {
     if (!form) return;
     const id = pathId(ctx);
     try {
-      const e = await after(ctx, await store.update(session(ctx).tenant, id, updateInput({
+      const e = await after(await store.update(session(ctx).tenant, id, updateInput({
         url: form.get('url') ?? '', events: form.getAll('events'), ...(form.get('ordering') ? { ordering: form.get('ordering') } : {}),
       }, deps.checkUrl)));
       send(ctx, endpointPage(csrf(ctx), e, { kind: 'ok', text: 'Saved.' }));
@@ -180,7 +180,7 @@ export function createPortal(deps: PortalDeps): Middleware {
       if (!(await postedForm(ctx))) return;
       const id = pathId(ctx);
       const r = path === 'delete' ? await store.delete(session(ctx).tenant, id) : await store.restore(session(ctx).tenant, id);
-      send(ctx, endpointPage(csrf(ctx), await after(ctx, r), { kind: 'ok', text: `${verb}.` }));
+      send(ctx, endpointPage(csrf(ctx), await after(r), { kind: 'ok', text: `${verb}.` }));
     });
   }
 
@@ -205,7 +205,7 @@ export function createPortal(deps: PortalDeps): Middleware {
   router.post('/portal/endpoints/:id/rotate-secret', async (ctx) => {
     if (!(await postedForm(ctx))) return;
     const r = await store.rotateSecret(session(ctx).tenant, pathId(ctx));
-    const e = await after(ctx, r);
+    const e = await after(r);
     send(ctx, secretPage('Secret rotated', e.id, r.signingSecret
       ? { label: 'The new signing secret (the old one keeps signing for 24 hours)', value: r.signingSecret }
       : { label: 'The new public key (the old pair keeps signing for 24 hours)', value: e.signing_public_key ?? '' }));
