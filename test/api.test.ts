@@ -60,6 +60,16 @@ test('/healthz, /readyz and /metrics are not on the API port: 404 in the envelop
   t.not(new URL(h.service.opsUrl).port, new URL(base()).port);
 });
 
+test('an authenticated answer carries the service\'s own time in Server-Timing; a refused key gets none', async (t) => {
+  const c = await as(t, 'tenant_timing');
+  for (const res of [await c.get('/v1/webhooks'), await c.get('/v1/webhooks/webhook_00000000000000000000000000'), await c.post('/v1/webhooks', { url: 'x' })]) {
+    const timing = res.headers.get('server-timing') ?? '';
+    t.regex(timing, /^app;dur=\d+\.\d$/, `${res.status}: ${timing}`);
+  }
+  t.is((await apiClient(base(), 'hs_live_not_a_key', t).get('/v1/webhooks')).headers.get('server-timing'), null);
+  t.is((await apiClient(base(), undefined, t).get('/v1/webhooks')).headers.get('server-timing'), null);
+});
+
 test('x-request-id: a plain caller id is kept, anything else replaced', async (t) => {
   const c = apiClient(base(), undefined, t);
   t.is((await c.get('/healthz', { headers: { 'x-request-id': 'trace-123.abc' } })).headers.get('x-request-id'), 'trace-123.abc');

@@ -104,6 +104,14 @@ export function createApi(deps: ApiDeps): Api {
   // Traced: every answer names its trace (the request's server span, made by the http instrumentation).
   if (tracing.on) app.use((ctx, next) => { const ids = activeTraceFields(); if (ids) ctx.set(TRACE_ID_HEADER, ids.trace_id); return next(); });
   if (deps.portal) app.use(deps.portal);
+  // The service's own time on an authenticated request (Server-Timing, which browsers' developer tools
+  // show): a tenant can tell it from the network's and its client's. Not on a refusal before the key is
+  // known, where it would only time the key lookup for whoever guesses keys.
+  app.use(async (ctx, next) => {
+    const started = performance.now();
+    await next();
+    if (ctx.state.tenant !== undefined) ctx.set('server-timing', `app;dur=${(performance.now() - started).toFixed(1)}`);
+  });
   app.use(errorEnvelope(log));
   // Forked when first used: a request refused before (its rate, a throttled source) costs no fork.
   app.use(async (ctx, next) => {

@@ -20,6 +20,8 @@ export interface PatchesJob {
 export interface PatchesResult {
   /** Each PATCH's time, request sent to answer read, in milliseconds. */
   patchMs: number[];
+  /** The same PATCHes as the service timed them (its Server-Timing): without the client's and the network's share. */
+  serviceMs: number[];
   /** Those that did not answer 2xx: status and the start of the body. */
   failures: string[];
 }
@@ -46,15 +48,18 @@ export interface AttackerResult {
 async function patches(job: PatchesJob): Promise<PatchesResult> {
   const api = apiClient(job.apiUrl, job.key);
   const patchMs: number[] = [];
+  const serviceMs: number[] = [];
   const failures: string[] = [];
   for (let i = 0; i < job.count; i++) {
     const started = performance.now();
     const res = await api.patch(`/v1/webhooks/${job.endpointId}`, { description: `${job.phase} ${i}` }).catch((e: unknown) => ({ status: 0, text: String(e) }));
     patchMs.push(performance.now() - started);
+    const dur = /dur=([\d.]+)/.exec(('headers' in res ? res.headers.get('server-timing') : null) ?? '')?.[1];
+    if (dur !== undefined) serviceMs.push(Number(dur));
     if (res.status < 200 || res.status >= 300) failures.push(`${res.status} ${res.text.slice(0, 120)}`);
     await new Promise((r) => setTimeout(r, Math.max(0, job.everyMs - (performance.now() - started))));
   }
-  return { patchMs, failures };
+  return { patchMs, serviceMs, failures };
 }
 
 /** Runs `work` in `workers` loops until `stop()`; counts the answers by status. */
