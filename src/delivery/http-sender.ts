@@ -1,7 +1,8 @@
 // One delivery attempt as an HTTP POST: keep-alive pools per tenant and origin (one undici Agent per
 // tenant), so one tenant's slow endpoints hold only its own share of sockets to a receiver host that other
 // tenants use too; a hard deadline on the attempt once it is sent, no redirects, a bounded read of the
-// answer, and every failure classified rather than thrown. Deciding what an outcome means for the message (ack, retry, dead) is the worker's job.
+// answer, and every failure classified rather than thrown. Deciding what an outcome means for the message
+// (ack, retry, dead) is the worker's job.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import { checkTargetUrl, createGuardedLookup, ForbiddenTargetError, type Resolver } from './target-policy.ts';
@@ -225,7 +226,6 @@ function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeou
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    let timedOut: AttemptTimeoutError | undefined;
     const answer = () => ({ status, headers, head: Buffer.concat(chunks, size).subarray(0, MAX_RESPONSE_READ) });
     let timer: NodeJS.Timeout | undefined;
     let notSent: NotSentError | undefined;
@@ -248,7 +248,7 @@ function exchange(agent: Dispatcher, options: Dispatcher.DispatchOptions, timeou
         waiting.delete(release);
         onStart();
         timer = setTimeout(() => {
-          timedOut = new AttemptTimeoutError(timeoutMs);
+          const timedOut = new AttemptTimeoutError(timeoutMs);
           c.abort(timedOut);
           settle(() => (status ? resolve(answer()) : reject(timedOut)));
         }, timeoutMs);
