@@ -2,7 +2,7 @@
 // one generated config per node that includes a copy of the project's nats.conf (its accounts and users)
 // and adds the cluster block. Nodes can be killed (SIGKILL) and started again on the same ports and store.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForPort } from './nats-server.ts';
@@ -57,8 +57,24 @@ export interface NatsCluster {
   dispose(): Promise<void>;
 }
 
-/** `binaries`: a nats-server binary per node (NATS_SERVER_BIN or 2.9.10 for the ones not given), for mixed clusters. */
-export async function startNatsCluster(opts: { size?: number; name?: string; binaries?: readonly (string | undefined)[] } = {}): Promise<NatsCluster> {
+type ClusterOptions = { size?: number; name?: string; binaries?: readonly (string | undefined)[] };
+
+/**
+ * `binaries`: a nats-server binary per node (NATS_SERVER_BIN or 2.9.10 for the ones not given), for mixed
+ * clusters. A cluster that elects no meta leader at its start is started once more on other ports (a free
+ * port can be taken by another process before a node binds it; CI saw one such start), with what its
+ * nodes logged written to stderr.
+ */
+export async function startNatsCluster(opts: ClusterOptions = {}): Promise<NatsCluster> {
+  try {
+    return await startNatsClusterOnce(opts);
+  } catch (e) {
+    process.stderr.write(`nats cluster did not start; starting it again on other ports: ${e instanceof Error ? e.message : String(e)}\n`);
+    return startNatsClusterOnce(opts);
+  }
+}
+
+async function startNatsClusterOnce(opts: ClusterOptions): Promise<NatsCluster> {
   const size = opts.size ?? 3;
   const dir = mkdtempSync(join(tmpdir(), 'hookstream-cluster-'));
   // nats-server joins an include's path to the including file's directory: the copy sits beside the configs.
@@ -149,8 +165,9 @@ export async function startNatsCluster(opts: { size?: number; name?: string; bin
     await Promise.all(nodes.map((n) => n.start()));
     await cluster.waitForMetaLeader();
   } catch (e) {
+    const logs = nodes.map((n) => `${n.name} (${n.running ? 'running' : 'not running'}): ${existsSync(n.logPath) ? readFileSync(n.logPath, 'utf8').slice(-1500) : 'no log'}`);
     await cluster.dispose();
-    throw e;
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n${logs.join('\n')}`, { cause: e });
   }
   return cluster;
 }
