@@ -5,7 +5,7 @@ import test from 'ava';
 import { AckPolicy, DeliverPolicy, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectNats } from '../src/nats/connect.ts';
-import { createPullFeeds } from '../src/nats/pull-feed.ts';
+import { BRIEF_PULL_MS, createPullFeeds } from '../src/nats/pull-feed.ts';
 import type { PulledMsg } from '../src/nats/pulled-msg.ts';
 import { silentLogger } from '../src/log.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
@@ -62,6 +62,34 @@ test('a feed holds no more messages than its owner has free lanes, and pulls aga
   t.is(received, lanes + 3);
   t.is(held.length, lanes);
   t.deepEqual(held.map((m) => m.info.streamSequence), [4, 5, 6, 7]);
+});
+
+test('a brief feed asks for more than one message with a 5 s pull and no heartbeats; for one, with the long poll', async (t) => {
+  await streamWithConsumer('BRIEF');
+  // The pull requests as the server gets them.
+  const asked: { batch: number; expires: number; idle_heartbeat?: number }[] = [];
+  const spy = nc.subscribe('$JS.API.CONSUMER.MSG.NEXT.BRIEF.c', { callback: (_e, m) => { asked.push(m.json()); } });
+  t.teardown(() => spy.unsubscribe());
+  await nc.flush();
+  const feeds = createPullFeeds(nc, { expiresMs: 30_000, heartbeatMs: 5_000, inboxPrefix: '_INBOX', log: silentLogger });
+  t.teardown(() => feeds.stop());
+  let lanes = 1;
+  const got: PulledMsg[] = [];
+  const feed = feeds.open({ stream: 'BRIEF', consumer: 'c', capacity: () => lanes - got.length, brief: () => true, onMessage: (m) => got.push(m) });
+  await eventually(() => (asked.length >= 1 ? true : undefined), 5000, 'the first pull');
+  lanes = 6;
+  feed.fill();
+  await eventually(() => (asked.length >= 2 ? true : undefined), 5000, 'the second pull');
+  t.deepEqual(asked[0], { batch: 1, expires: 30_000e6, idle_heartbeat: 5_000e6 });
+  t.deepEqual(asked[1], { batch: 5, expires: BRIEF_PULL_MS * 1e6 });
+  t.is(feed.requested(), 6);
+  // Ended by the server after its 5 s with nothing sent: what it asked for is asked for again, briefly.
+  const before = Date.now();
+  await eventually(() => (asked.length >= 3 ? true : undefined), BRIEF_PULL_MS + 5000, 'the brief pull to end and be asked again');
+  t.true(Date.now() - before > BRIEF_PULL_MS - 1500);
+  t.deepEqual(asked[2], { batch: 5, expires: BRIEF_PULL_MS * 1e6 });
+  await publish('BRIEF', 3);
+  await eventually(() => (got.length === 3 ? true : undefined), 5000, 'the messages');
 });
 
 test('pulls that expire with nothing to send are asked for again, so a message published much later arrives', async (t) => {

@@ -13,7 +13,8 @@ export const MAX_RESPONSE_READ = 4096;
 /** Characters of the response body kept for operators. */
 export const SNIPPET_LENGTH = 1024;
 const MAX_ERROR_LENGTH = 500;
-const DEFAULT_CONNECTIONS_PER_ORIGIN = 128;
+/** Sockets one tenant's pool opens to one origin, by default. */
+export const CONNECTIONS_PER_ORIGIN = 128;
 /** A tenant's pool unused this long (and with nothing in flight) is closed: idle tenants keep no sockets or agent. */
 const POOL_IDLE_MS = 5 * 60_000;
 
@@ -69,7 +70,7 @@ class AttemptTimeoutError extends Error {
 export function createHttpSender(opts: HttpSenderOptions): HttpSender {
   const timeout = opts.attemptTimeoutMs;
   const newAgent = () => new Agent({
-    connections: opts.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN,
+    connections: opts.connectionsPerOrigin ?? CONNECTIONS_PER_ORIGIN,
     pipelining: 1,
     // HTTP/1.1 only: undici 8 offers h2 by default, which would multiplex a whole origin onto one
     // session and make `connections` stop meaning concurrent attempts.
@@ -172,6 +173,18 @@ export function createHttpSender(opts: HttpSenderOptions): HttpSender {
 
 /** URLs whose parse is kept (the oldest goes first): about one per endpoint a process delivers to. */
 const MAX_TARGETS = 20_000;
+
+const origins = new Map<string, string | undefined>();
+/** The pool a tenant's POSTs to `url` wait in for a socket: the tenant's, to the URL's origin. */
+export function socketPoolOf(tenant: string, url: string): string | undefined {
+  let origin = origins.get(url);
+  if (origin === undefined && !origins.has(url)) {
+    if (origins.size >= MAX_TARGETS) origins.delete(origins.keys().next().value!);
+    origin = URL.parse(url)?.origin;
+    origins.set(url, origin);
+  }
+  return origin === undefined ? undefined : `${tenant} ${origin}`;
+}
 
 /** Where a URL's POSTs go, or why none may. */
 type Target = { origin: string; path: string } | { kind: FailureKind; error: string };

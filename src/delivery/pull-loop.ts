@@ -63,6 +63,10 @@ interface Lane extends AttemptLane {
   tenant?: string;
   /** Pull for the lanes just freed. */
   fill?: () => void;
+  /** Deliveries its consumer was asked for and has not sent yet. */
+  requested: () => number;
+  /** The socket pool its POSTs use (a plain lane of a pooled endpoint), as last looked up. */
+  pool?: { key: string; lanes: Set<Lane> };
 }
 
 export interface PullLoop {
@@ -97,6 +101,12 @@ export function createPullLoops(deps: {
   maxInFlight: number;
   /** The tenant of an endpoint (the parked bound per tenant); without it, each endpoint is on its own. */
   tenantOf?: (id: EndpointId) => string | undefined;
+  /**
+   * The socket pool an endpoint's POSTs wait in (its tenant and its URL's origin: http-sender.ts), and the
+   * sockets each pool has: the endpoints of one pool pull only for what its sockets can send.
+   */
+  poolOf?: (id: EndpointId) => string | undefined;
+  socketsPerPool?: number;
   /** 2xx deliveries acked in this process: one back after a lost ack is acked again, not attempted. */
   recentAcks: RecentAcks;
   log: Logger;
@@ -109,6 +119,57 @@ export function createPullLoops(deps: {
   const slotsOf = new Map<EndpointId, Slots>();
   /** Gated (keyed) lanes by tenant. */
   const gatedOf = new Map<string, Set<Lane>>();
+  /** Plain lanes by socket pool. */
+  const pools = new Map<string, Set<Lane>>();
+  const sockets = deps.socketsPerPool ?? Infinity;
+
+  /** The lane's pool as its endpoint's URL now says (a PATCH may move it to another origin). */
+  function poolOf(lane: Lane): Set<Lane> | undefined {
+    const key = lane.closed ? undefined : deps.poolOf?.(lane.id);
+    if (lane.pool?.key === key) return lane.pool?.lanes;
+    leavePool(lane);
+    if (key === undefined) return undefined;
+    const shared = pools.get(key) ?? new Set<Lane>();
+    pools.set(key, shared.add(lane));
+    lane.pool = { key, lanes: shared };
+    return shared;
+  }
+
+  function leavePool(lane: Lane): void {
+    if (!lane.pool) return;
+    const { key, lanes: shared } = lane.pool;
+    if (shared.delete(lane) && shared.size === 0) pools.delete(key);
+    lane.pool = undefined;
+  }
+
+  /** Whether the lane's pool has more lanes than its sockets can serve at once (their pulls are shared out). */
+  function crowded(lane: Lane): Set<Lane> | undefined {
+    const shared = poolOf(lane);
+    return shared && shared.size * deps.maxInFlight > sockets ? shared : undefined;
+  }
+
+  /**
+   * The most deliveries a plain lane may hold, in its attempts and asked for, so that a pool's endpoints
+   * together pull about what its sockets can send: more would only wait in this process for a socket, each
+   * kept from redelivery by a keep-alive every few seconds (a tenant's 100 slow endpoints on one host held
+   * 1,600 for its 128 sockets). What the other lanes hold or asked for is theirs; the busy lanes share the
+   * sockets evenly; an idle lane asks for one, so it starts at once when its next delivery comes.
+   */
+  function allowance(lane: Lane): number {
+    const max = lane.slots.limit.current;
+    const shared = crowded(lane);
+    if (!shared) return max;
+    const holds = (l: Lane) => l.slots.running + l.waiting.length;
+    if (holds(lane) === 0) return 1;
+    let others = 0;
+    let busy = 1;
+    for (const l of shared) {
+      if (l === lane) continue;
+      if (holds(l) > 0) busy++;
+      others += holds(l) + l.requested();
+    }
+    return Math.min(max, Math.max(1, Math.min(sockets - others, Math.ceil(sockets / busy))));
+  }
 
   function parkRoom(lane: Lane, gate: KeyGate): number {
     const shared = lane.tenant === undefined ? undefined : gatedOf.get(lane.tenant);
@@ -163,8 +224,8 @@ export function createPullLoops(deps: {
   /** How many more deliveries the lane's consumer may hand out now. */
   function capacity(lane: Lane, trickle: { at: number }): number {
     if (lane.closed) return 0;
+    if (!lane.gate) return allowance(lane) - lane.slots.running - lane.waiting.length;
     const free = lane.slots.limit.current - lane.slots.running - lane.waiting.length;
-    if (!lane.gate) return free;
     const room = parkRoom(lane, lane.gate);
     if (room > 0) return Math.min(free, room);
     return performance.now() - trickle.at >= PARKED_TRICKLE_MS ? 1 : 0;
@@ -177,6 +238,7 @@ export function createPullLoops(deps: {
       const lane: Lane = {
         id, slots, waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined,
         get limit() { return slots.limit; },
+        requested: () => 0,
       };
       slots.lanes.add(lane);
       if (lane.tenant !== undefined) {
@@ -187,6 +249,8 @@ export function createPullLoops(deps: {
       const feed = deps.feeds.open({
         ...address,
         capacity: () => capacity(lane, trickle),
+        // A crowded pool's lanes ask briefly for more than one: what is not there soon is no one's reservation.
+        brief: () => !lane.gate && crowded(lane) !== undefined,
         onMessage(m: PulledMsg) {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
@@ -201,6 +265,7 @@ export function createPullLoops(deps: {
         },
       });
       lane.fill = feed.fill;
+      lane.requested = feed.requested;
       lanes.add(lane);
       // At the parked bound nothing else pulls again (no attempt ends): the trickle's own clock does.
       const trickling = gate ? setInterval(feed.fill, PARKED_TRICKLE_MS) : undefined;
@@ -210,6 +275,7 @@ export function createPullLoops(deps: {
         stop() {
           lane.closed = true;
           clearInterval(trickling);
+          leavePool(lane);
           lanes.delete(lane);
           slots.lanes.delete(lane);
           const { tenant } = lane;

@@ -27,6 +27,7 @@ import type { EndpointHealthHook } from './endpoint-health.ts';
 import { startSweep, type InFlight } from './in-flight.ts';
 import { createRateGates } from './rate-gate.ts';
 import { createPullLoops } from './pull-loop.ts';
+import { CONNECTIONS_PER_ORIGIN, socketPoolOf } from './http-sender.ts';
 import { serveRetryNow } from './retry-now.ts';
 import { createWaitingRetries } from './waiting-retries.ts';
 import { createStoredAcks } from './stored-acks.ts';
@@ -103,6 +104,8 @@ export async function startDelivery(deps: {
   const loops = createPullLoops({
     feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, recentAcks, log,
     tenantOf: (id) => deps.directory.get(id)?.tenant,
+    poolOf: (id) => { const e = deps.directory.get(id); return e && socketPoolOf(e.tenant, e.url); },
+    socketsPerPool: CONNECTIONS_PER_ORIGIN,
     // The server's wait on the n-th delivery before it redelivers: the backoff step.
     waitFor: (deliveryCount) => options.retrySchedule[Math.min(deliveryCount, maxDeliver - 1) - 1]!,
   });

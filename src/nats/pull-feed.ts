@@ -20,6 +20,8 @@ export interface PullFeed {
   fill(): void;
   /** Forget what earlier requests asked for and pull afresh (a leader election lost them). */
   repull(): void;
+  /** Messages asked for and neither received nor reported unsent. */
+  requested(): number;
   /** Stop pulling (a message still on its way is redelivered by the server after its ack wait). */
   close(): void;
 }
@@ -30,6 +32,8 @@ export interface PullFeeds {
     consumer: string;
     /** How many more messages the owner can take now (free lanes). */
     capacity: () => number;
+    /** Whether a pull for more than one message should end after BRIEF_PULL_MS, not wait the long poll's expiry. */
+    brief?: () => boolean;
     onMessage: (m: PulledMsg) => void;
   }): PullFeed;
   stop(): void;
@@ -38,6 +42,8 @@ export interface PullFeeds {
 const STATUS_HEARTBEAT = 100;
 /** Back off this long after a refused or failed request (consumer gone, leader lost, no responders). */
 const RETRY_AFTER_REFUSAL_MS = 1000;
+/** A brief pull's expiry (no heartbeats: it ends first). */
+export const BRIEF_PULL_MS = 5000;
 
 export function createPullFeeds(nc: NatsConnection, opts: {
   /** A pull waits this long at the server (long poll). */
@@ -57,6 +63,12 @@ export function createPullFeeds(nc: NatsConnection, opts: {
     if (!body) pullBodies.set(batch, (body = new TextEncoder().encode(JSON.stringify({ batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 }))));
     return body;
   };
+  const briefBodies = new Map<number, Uint8Array>();
+  const briefBody = (batch: number): Uint8Array => {
+    let body = briefBodies.get(batch);
+    if (!body) briefBodies.set(batch, (body = new TextEncoder().encode(JSON.stringify({ batch, expires: BRIEF_PULL_MS * 1e6 }))));
+    return body;
+  };
 
   interface FeedState {
     api: string;
@@ -69,6 +81,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
     closed: boolean;
     retry: NodeJS.Timeout | undefined;
     capacity: () => number;
+    brief: (() => boolean) | undefined;
     onMessage: (m: PulledMsg) => void;
     threshold: number;
   }
@@ -82,7 +95,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
     f.requested += gap;
     if (f.requested === gap) f.heard = performance.now();
     try {
-      nc.publish(f.api, pullBody(gap), { reply: f.inbox });
+      nc.publish(f.api, gap > 1 && f.brief?.() ? briefBody(gap) : pullBody(gap), { reply: f.inbox });
     } catch (e) {
       f.requested -= gap;
       later(f, `pull failed: ${describe(e)}`);
@@ -137,12 +150,12 @@ export function createPullFeeds(nc: NatsConnection, opts: {
   })().catch(() => {});
 
   return {
-    open({ stream, consumer, capacity, onMessage }) {
+    open({ stream, consumer, capacity, brief, onMessage }) {
       const inbox = createInbox(opts.inboxPrefix);
       const readAck = ackSubjectReader();
       const f: FeedState = {
         api: `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, inbox, requested: 0, heard: performance.now(),
-        closed: false, retry: undefined, capacity, onMessage, threshold: Math.max(1, Math.ceil(capacity() / 4)),
+        closed: false, retry: undefined, capacity, brief, onMessage, threshold: Math.max(1, Math.ceil(capacity() / 4)),
         sub: nc.subscribe(inbox, {
           callback: (err, m) => {
             if (err) return later(f, describe(err));
@@ -160,6 +173,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
       fill(f);
       return {
         fill: () => fill(f),
+        requested: () => f.requested,
         repull() {
           f.requested = 0;
           fill(f);
