@@ -5,7 +5,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { createServer, request, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createEarlyRefusal, HOLD_MS, IGNORED_WITHIN_MS } from '../src/api/early.ts';
+import { createEarlyRefusal, createRefusalHolds, HOLD_MS, IGNORED_WITHIN_MS } from '../src/api/early.ts';
 import { createRateLimiter, keyDigest } from '../src/api/rate-limit.ts';
 
 const KEY = `hs_live_${'k'.repeat(43)}`;
@@ -31,7 +31,7 @@ async function setUp(t: ExecutionContext) {
   let clock = 0;
   const held: Array<{ send: () => void; ms: number }> = [];
   const refuse = createEarlyRefusal({
-    limiter, throttle: undefined, publicPaths: new Set(['/healthz']), now: () => clock, hold: (send, ms) => held.push({ send, ms }),
+    limiter, throttle: undefined, publicPaths: new Set(['/healthz']), holds: createRefusalHolds({ now: () => clock, hold: (send, ms) => held.push({ send, ms }) }),
   });
   let passed = 0;
   const server: Server = createServer((req, res) => {

@@ -96,6 +96,29 @@ test.serial('a flood of refused restores spends only its tenant\'s writes, leave
   t.true(await consumers() <= before, 'no consumer left behind on ENDPOINTS');
 });
 
+test.serial("a client looping on its tenant's writes-a-second 429s without waiting gets them held until their retry-after", async (t) => {
+  const flood = await client(t, 'tenant_flood');
+  const target = (await flood.post('/v1/webhooks', body(12))).body.id as string;
+  // One connection, one request at a time, never waiting: unheld, its 429s would come back in a few ms each.
+  const statuses = new Map<number, number>();
+  const until = Date.now() + 3000;
+  let requests = 0;
+  while (Date.now() < until) {
+    const res = await flood.post(`/v1/webhooks/${target}/restore`);
+    statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+    requests++;
+  }
+  t.log(`${requests} requests in 3 s: ${JSON.stringify([...statuses])}`);
+  t.true((statuses.get(429) ?? 0) > 0);
+  // About one refusal a second, besides the writes it is let make (5 a second).
+  t.true(requests <= 40, `${requests} requests in 3 s`);
+  // One that waits its retry-after is answered at once, and is let write again.
+  await new Promise((r) => setTimeout(r, 1100));
+  const started = Date.now();
+  t.is((await flood.post(`/v1/webhooks/${target}/restore`)).status, 409);
+  t.true(Date.now() - started < 900, 'not held');
+});
+
 test.serial("the portal answers as /v1 does: 422 at the endpoints quota, 429 with retry-after over the writes a second", async (t) => {
   const api = h.service.api!.url;
   const portalOf = async (tenant: string) => {

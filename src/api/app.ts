@@ -15,7 +15,7 @@ import { errorEnvelope } from './envelope.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
 import { rejectQuery } from './query.ts';
 import { createRateLimiter, rateLimitByKey } from './rate-limit.ts';
-import { createEarlyRefusal, type RefuseEarly } from './early.ts';
+import { createEarlyRefusal, createRefusalHolds, type RefuseEarly } from './early.ts';
 import type { ApiState } from './state.ts';
 import { webhookHandlers } from './webhooks.ts';
 import type { TestEvents } from '../endpoints/test-event.ts';
@@ -104,6 +104,15 @@ export function createApi(deps: ApiDeps): Api {
   // Traced: every answer names its trace (the request's server span, made by the http instrumentation).
   if (tracing.on) app.use((ctx, next) => { const ids = activeTraceFields(); if (ids) ctx.set(TRACE_ID_HEADER, ids.trace_id); return next(); });
   if (deps.portal) app.use(deps.portal);
+  // A 429 answered here (a tenant's writes a second) is held like the early ones (early.ts) for a connection
+  // that did not wait the last one's retry-after: a client looping on it makes a request a second, not hundreds.
+  const holds = createRefusalHolds();
+  app.use(async (ctx, next) => {
+    await next();
+    if (ctx.status !== 429) return;
+    const retryAfter = Number(ctx.response.get('retry-after')) || 1;
+    await new Promise<void>((resolve) => holds.refuse(ctx.req.socket, retryAfter, resolve));
+  });
   // The service's own time on an authenticated request (Server-Timing, which browsers' developer tools
   // show): a tenant can tell it from the network's and its client's. Not on a refusal before the key is
   // known, where it would only time the key lookup for whoever guesses keys.
@@ -130,5 +139,5 @@ export function createApi(deps: ApiDeps): Api {
 
   const routes = router.stack.flatMap((layer) =>
     layer.methods.filter((m) => m !== 'HEAD').map((method) => ({ method, path: String(layer.path) })));
-  return { app, routes, refuseEarly: createEarlyRefusal({ limiter, throttle, publicPaths: PUBLIC_PATHS, onThrottled }) };
+  return { app, routes, refuseEarly: createEarlyRefusal({ limiter, throttle, publicPaths: PUBLIC_PATHS, onThrottled, holds }) };
 }

@@ -32,20 +32,45 @@ export const HOLD_MS = 1000;
 /** Refusals held at once, at most; past it they are sent at once (holding costs a timer and a socket). */
 export const MAX_HELD = 1000;
 
+/**
+ * When a connection's refusals are sent: at once, or (it asked again within IGNORED_WITHIN_MS of its last
+ * 429, ignoring that 429's retry-after) once the retry-after has passed, HOLD_MS at most. Shared by the
+ * refusals here and the 429s Koa answers (a tenant's writes a second), so a client looping on either is
+ * slowed alike.
+ */
+export interface RefusalHolds {
+  /** Calls `send` now or after the hold; `send` should do nothing when the client has gone. */
+  refuse(socket: Socket, retryAfterSeconds: number, send: () => void): void;
+}
+
+export function createRefusalHolds(deps: { now?: () => number; hold?: (send: () => void, ms: number) => void } = {}): RefusalHolds {
+  const now = deps.now ?? (() => performance.now());
+  const hold = deps.hold ?? ((send, ms) => void setTimeout(send, ms));
+  /** When each connection was last sent a refusal. */
+  const refusedAt = new WeakMap<Socket, number>();
+  let held = 0;
+  return {
+    refuse(socket, retryAfterSeconds, send) {
+      const sent = () => {
+        refusedAt.set(socket, now());
+        send();
+      };
+      const last = refusedAt.get(socket);
+      if (last === undefined || now() - last >= IGNORED_WITHIN_MS || held >= MAX_HELD) return sent();
+      held++;
+      hold(() => { held--; sent(); }, Math.min(HOLD_MS, retryAfterSeconds * 1000));
+    },
+  };
+}
+
 export function createEarlyRefusal(deps: {
   limiter: RateLimiter;
   throttle: FailureThrottle | undefined;
   publicPaths: ReadonlySet<string>;
   onThrottled?: () => void;
-  /** Clock (ms) and timer of the holds (tests drive them). */
-  now?: () => number;
-  hold?: (send: () => void, ms: number) => void;
+  holds?: RefusalHolds;
 }): RefuseEarly {
-  const now = deps.now ?? (() => performance.now());
-  const hold = deps.hold ?? ((send, ms) => void setTimeout(send, ms));
-  /** When each connection was last sent a refusal from here. */
-  const refusedAt = new WeakMap<Socket, number>();
-  let held = 0;
+  const holds = deps.holds ?? createRefusalHolds();
   const bodies = new Map<string, Buffer>();
   const bodyOf = (message: string) => {
     let b = bodies.get(message);
@@ -66,19 +91,12 @@ export function createEarlyRefusal(deps: {
     const trace = tracing.on ? activeTraceFields() : undefined;
     if (trace) headers.push(TRACE_ID_HEADER, trace.trace_id);
     const { socket } = req;
-    const send = () => {
+    holds.refuse(socket, retryAfterSeconds, () => {
       // The client gave up while its refusal was held.
       if (socket.destroyed) return;
-      refusedAt.set(socket, now());
       res.writeHead(429, headers);
       res.end(req.method === 'HEAD' ? undefined : body);
-    };
-    const last = refusedAt.get(socket);
-    if (last === undefined || now() - last >= IGNORED_WITHIN_MS || held >= MAX_HELD) send();
-    else {
-      held++;
-      hold(() => { held--; send(); }, Math.min(HOLD_MS, retryAfterSeconds * 1000));
-    }
+    });
     return true;
   };
 
