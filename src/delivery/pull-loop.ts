@@ -152,23 +152,33 @@ export function createPullLoops(deps: {
    * The most deliveries a plain lane may hold, in its attempts and asked for, so that a pool's endpoints
    * together pull about what its sockets can send: more would only wait in this process for a socket, each
    * kept from redelivery by a keep-alive every few seconds (a tenant's 100 slow endpoints on one host held
-   * 1,600 for its 128 sockets). What the other lanes hold or asked for is theirs; the busy lanes share the
-   * sockets evenly; an idle lane asks for one, so it starts at once when its next delivery comes.
+   * 1,600 for its 128 sockets). What the other lanes hold or asked for is theirs, but for an idle lane's
+   * one (so a tenant's many idle endpoints on a host never stop a busy one: they overshoot by one each at
+   * most); the busy lanes share the sockets evenly; an idle lane asks for one, so it starts at once when its
+   * next delivery comes.
    */
   function allowance(lane: Lane): number {
     const max = lane.slots.limit.current;
     const shared = crowded(lane);
     if (!shared) return max;
     const holds = (l: Lane) => l.slots.running + l.waiting.length;
-    if (holds(lane) === 0) return 1;
+    const own = holds(lane);
+    if (own === 0) return 1;
     let others = 0;
     let busy = 1;
+    /** The least a busy other lane holds and asked for. */
+    let least = Infinity;
     for (const l of shared) {
       if (l === lane) continue;
-      if (holds(l) > 0) busy++;
-      others += holds(l) + l.requested();
+      const held = holds(l);
+      const asked = l.requested();
+      if (held > 0) { busy++; least = Math.min(least, held + asked); }
+      others += held + (held === 0 && asked > 0 ? asked - 1 : asked);
     }
-    return Math.min(max, Math.max(1, Math.min(sockets - others, Math.ceil(sockets / busy))));
+    const even = Math.floor(sockets / busy);
+    // A lane held below its even part by those that came first makes the others give back down to theirs.
+    const cap = least < even && own >= even ? even : Math.ceil(sockets / busy);
+    return Math.min(max, Math.max(1, Math.min(sockets - others, cap)));
   }
 
   function parkRoom(lane: Lane, gate: KeyGate): number {
