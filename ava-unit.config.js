@@ -13,6 +13,7 @@ export default {
     'test/crypto.test.ts',
     'test/event-data.test.ts',
     'test/fair-publishes.test.ts',
+    'test/pull-loop-pools.test.ts',
     'test/retry-after.test.ts',
     'test/router-verdict.test.ts',
     'test/server-version.test.ts',
