@@ -56,17 +56,16 @@ export function createPullFeeds(nc: NatsConnection, opts: {
 }): PullFeeds {
   const { log } = opts;
   const feeds = new Set<FeedState>();
-  // Encoded once per batch size (at most the lanes of an endpoint): a busy endpoint pulls every few deliveries.
+  // Encoded once per batch size and kind (negative keys: brief pulls): a busy endpoint pulls every few deliveries.
   const pullBodies = new Map<number, Uint8Array>();
-  const pullBody = (batch: number): Uint8Array => {
-    let body = pullBodies.get(batch);
-    if (!body) pullBodies.set(batch, (body = new TextEncoder().encode(JSON.stringify({ batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 }))));
-    return body;
-  };
-  const briefBodies = new Map<number, Uint8Array>();
-  const briefBody = (batch: number): Uint8Array => {
-    let body = briefBodies.get(batch);
-    if (!body) briefBodies.set(batch, (body = new TextEncoder().encode(JSON.stringify({ batch, expires: BRIEF_PULL_MS * 1e6 }))));
+  const pullBody = (batch: number, brief: boolean): Uint8Array => {
+    let body = pullBodies.get(brief ? -batch : batch);
+    if (!body) {
+      body = new TextEncoder().encode(JSON.stringify(brief
+        ? { batch, expires: BRIEF_PULL_MS * 1e6 }
+        : { batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 }));
+      pullBodies.set(brief ? -batch : batch, body);
+    }
     return body;
   };
 
@@ -95,7 +94,7 @@ export function createPullFeeds(nc: NatsConnection, opts: {
     f.requested += gap;
     if (f.requested === gap) f.heard = performance.now();
     try {
-      nc.publish(f.api, gap > 1 && f.brief?.() ? briefBody(gap) : pullBody(gap), { reply: f.inbox });
+      nc.publish(f.api, pullBody(gap, gap > 1 && f.brief?.() === true), { reply: f.inbox });
     } catch (e) {
       f.requested -= gap;
       later(f, `pull failed: ${describe(e)}`);
