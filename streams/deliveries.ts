@@ -4,7 +4,7 @@
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureStream, isApiError, type DurableDefinition, type EnsureOptions } from './ensure.ts';
+import { ensureStream, isApiError, listConsumers, type DurableDefinition, type EnsureOptions } from './ensure.ts';
 import { ConfigError } from '../src/errors.ts';
 
 export const DELIVERIES_PREFIX = 'DELIVERIES_';
@@ -126,7 +126,7 @@ export async function endpointBacklog(jsm: JetStreamManager, endpointId: string,
 export async function listEndpointBacklogs(jsm: JetStreamManager, shards: number): Promise<{ endpoint: string; pending: number; ack_pending: number }[]> {
   const out = new Map<string, { endpoint: string; pending: number; ack_pending: number }>();
   for (let shard = 0; shard < shards; shard++) {
-    for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+    for await (const ci of listConsumers(jsm, deliveryStream(shard))) {
       const { endpoint } = consumerEndpoint(ci.name);
       const b = out.get(endpoint) ?? { endpoint, pending: 0, ack_pending: 0 };
       b.pending += ci.num_pending;

@@ -2,7 +2,7 @@
 // when the definition changed, leave alone otherwise. Safe to run from every instance at every start,
 // and from any number of processes at the same moment: losing a creation race to another process is
 // success when what the winner made is what this process wanted.
-import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerInfo, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { ConfigError } from '../src/errors.ts';
 
 export type StreamDefinition = Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>;
@@ -111,6 +111,15 @@ async function waitForStreamLeader(jsm: JetStreamManager, name: string, timeoutM
     if (Date.now() > until) throw new Error(`stream ${name} has no leader with all its replicas ${timeoutMs / 1000} s after a change of replicas`);
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/**
+ * The consumers of a stream. A consumer deleted while the server builds a page of the listing is in that
+ * page as `null` (nats-server lists a closed consumer's info, which is nil): skipped, so a listing that
+ * races a delete yields the consumers that still exist.
+ */
+export async function* listConsumers(jsm: JetStreamManager, stream: string): AsyncGenerator<ConsumerInfo> {
+  for await (const ci of jsm.consumers.list(stream)) if (ci) yield ci;
 }
 
 export type DurableDefinition = Partial<ConsumerConfig> & { durable_name: string };

@@ -7,6 +7,7 @@ import { startEndpointDirectory } from '../src/endpoints/directory.ts';
 import { ENDPOINTS_STREAM, endpointSubject } from '../streams/endpoints.ts';
 import { createLogger } from '../src/log.ts';
 import { newEndpointId } from '../src/domain/ids.ts';
+import { listConsumers } from '../streams/ensure.ts';
 
 const created = (id: string, tenant: string) => JSON.stringify({
   v: 1, type: 'endpoint.created', id, tenant, url: `https://example.com/${id}`, events: ['*'], description: null, secret: 'sealed', at: new Date().toISOString(),
@@ -22,7 +23,7 @@ test('a directory whose consumer is deleted under it starts a new fold and sees 
   t.truthy(directory.get(first));
 
   for (const round of [1, 2]) {
-    for await (const c of jsm.consumers.list(ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
+    for await (const c of listConsumers(jsm, ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
     const later = newEndpointId();
     await js.publish(endpointSubject(later), created(later, `tenant_${round}`));
     // Every sync ends, and the endpoint published after the deletion is there.
@@ -41,7 +42,7 @@ test('with nobody calling sync (a delivery-only instance), the directory heals b
   const lag = { set: (v: number) => void lags.push(v), clear: () => {} };
   const directory = await startEndpointDirectory({ js, jsm, log: createLogger({ level: 'error', write: () => {} }), lag, options: { stallMs: 2500, healMs: 300 } });
   t.teardown(() => directory.stop());
-  for await (const c of jsm.consumers.list(ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
+  for await (const c of listConsumers(jsm, ENDPOINTS_STREAM)) await jsm.consumers.delete(ENDPOINTS_STREAM, c.name);
   const later = newEndpointId();
   await js.publish(endpointSubject(later), created(later, 'tenant_h'));
   const until = Date.now() + 20_000;

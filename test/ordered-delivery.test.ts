@@ -13,6 +13,7 @@ import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { isOrderingKey, orderingKeyOf, orderingToken, ORDERING_KEY_HEADER } from '../src/domain/ordering-key.ts';
 import { consumerEndpoint, deliveryAddress, DeliveryHeader, isEndpointSubject, keyedConsumerName, keyedSubject } from '../streams/deliveries.ts';
+import { listConsumers } from '../streams/ensure.ts';
 
 // Steps longer than the gate's first look (250 ms), short enough for a dead letter in ~10 s.
 const SCHEDULE = '1s,2s,2s,2s,2s';
@@ -198,7 +199,7 @@ test.serial('switched back to none: new events unordered, those queued per key s
   const { stream, subject } = deliveryAddress(endpoint.id, h.config.deliveryShards);
   await eventually(async () => {
     const consumers: string[] = [];
-    for await (const ci of h.service.jsm.consumers.list(stream)) consumers.push(ci.name);
+    for await (const ci of listConsumers(h.service.jsm, stream)) consumers.push(ci.name);
     const stored = (await h.service.jsm.streams.info(stream, { subjects_filter: `${subject}.>` })).state.subjects ?? {};
     return !consumers.includes(keyedConsumerName(endpoint.id)) && Object.keys(stored).length === 0 ? true : undefined;
   }, 20_000, 'the keyed consumer deleted and its subjects purged');

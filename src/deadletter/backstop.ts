@@ -19,6 +19,7 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { consumerEndpoint, DeliveryHeader, deliveryStream, keyedPrefix, keyedSubjects } from '../../streams/deliveries.ts';
+import { listConsumers } from '../../streams/ensure.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
@@ -98,7 +99,7 @@ export function startBackstop(deps: {
       const info = await jsm.streams.info(stream, { subjects_filter: `deliveries.${shard}.>` });
       const counts = info.state.subjects ?? {};
       if (Object.keys(counts).length === 0) continue;
-      for await (const ci of jsm.consumers.list(stream)) {
+      for await (const ci of listConsumers(jsm, stream)) {
         // An ordered endpoint's keyed consumer (issue 21) reads every per-key subject of its endpoint.
         const { endpoint, keyed } = consumerEndpoint(ci.name);
         const subject = keyed ? keyedSubjects(endpoint, deps.shards) : `deliveries.${shard}.${ci.name}`;

@@ -8,7 +8,7 @@
 import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
-import { ensureConsumer, isApiError } from '../../streams/ensure.ts';
+import { ensureConsumer, isApiError, listConsumers } from '../../streams/ensure.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
@@ -199,7 +199,7 @@ export async function startEndpointConsumers(deps: {
   // Start-up: one listing per stream instead of one info request per endpoint.
   const known = new Map<string, ConsumerConfig>();
   for (let shard = 0; shard < options.shards; shard++) {
-    for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+    for await (const ci of listConsumers(jsm, deliveryStream(shard))) {
       const { endpoint, keyed } = consumerEndpoint(ci.name);
       (keyed ? knownKeyed : known).set(endpoint, ci.config);
       if (keyed) keyedExists.add(endpoint as EndpointId);

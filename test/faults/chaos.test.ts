@@ -22,6 +22,7 @@ import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
 import { deliveryAddress } from '../../streams/deliveries.ts';
 import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produce, startInstance, startServe, subscribeEndpoints, type Endpoints, type Served } from './harness.ts';
+import { listConsumers } from '../../streams/ensure.ts';
 
 const SECONDS = Number(process.env['HOOKSTREAM_CHAOS_SECONDS'] ?? 60);
 const SEED = Number(process.env['HOOKSTREAM_CHAOS_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
@@ -161,7 +162,7 @@ async function whereTheyWait(nc: NatsConnection): Promise<string> {
     const name = si.config.name;
     if (!/^(EVENTS|DELIVERIES|REJECTED|ROUTED)/.test(name)) continue;
     out.push(`${name}: ${si.state.messages} messages, leader ${si.cluster?.leader ?? '-'}`);
-    for await (const ci of jsm.consumers.list(name)) {
+    for await (const ci of listConsumers(jsm, name)) {
       if (ci.num_pending + ci.num_ack_pending + ci.num_waiting === 0 && ci.num_redelivered === 0) continue;
       out.push(`  ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting pulls ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
     }

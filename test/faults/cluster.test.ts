@@ -14,6 +14,7 @@ import { createEndpoints } from '../../src/endpoints/index.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 import { ensureStreams, startupJetStreamManager } from '../../streams/index.ts';
 import { FAULT_SHARDS, generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { listConsumers } from '../../streams/ensure.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 const ENDPOINTS = 3;
@@ -102,7 +103,7 @@ withInstances('the node leading an endpoint consumer killed mid-burst: the insta
       const meta = await cluster.metaLeader();
       let victim: string | undefined;
       for (let shard = 0; shard < FAULT_SHARDS && !victim; shard++) {
-        for await (const ci of jsm.consumers.list(deliveryStream(shard))) {
+        for await (const ci of listConsumers(jsm, deliveryStream(shard))) {
           const leader = ci.cluster?.leader;
           if (leader && leader !== meta) { victim = leader; break; }
         }

@@ -9,6 +9,7 @@ import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
 import { duplicateKinds, generateKeys, initSodium, instanceEnv, produceWithFault, settle, startInstance, subscribeEndpoints, type Instance } from './harness.ts';
+import { listConsumers } from '../../streams/ensure.ts';
 
 const EVENTS = Number(process.env['FAULT_EVENTS'] ?? 1000);
 
@@ -84,7 +85,7 @@ test.serial('the service killed mid-burst and started again, then NATS restarted
       const jsm = await jetstreamManager(admin);
       for await (const si of jsm.streams.list()) {
         t.log(si.config.name, JSON.stringify({ msgs: si.state.messages, first: si.state.first_seq, last: si.state.last_seq }));
-        for await (const ci of jsm.consumers.list(si.config.name)) t.log('  ', ci.name, JSON.stringify({ pending: ci.num_pending, ackPending: ci.num_ack_pending, redelivered: ci.num_redelivered, waiting: ci.num_waiting, delivered: ci.delivered, ackFloor: ci.ack_floor }));
+        for await (const ci of listConsumers(jsm, si.config.name)) t.log('  ', ci.name, JSON.stringify({ pending: ci.num_pending, ackPending: ci.num_ack_pending, redelivered: ci.num_redelivered, waiting: ci.num_waiting, delivered: ci.delivered, ackFloor: ci.ack_floor }));
       }
       t.log(instances.at(-1)!.output.slice(-6000));
     }
