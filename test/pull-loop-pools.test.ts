@@ -5,7 +5,7 @@
 // endpoints there.
 import test from 'ava';
 import { createPullLoops, type PullLoop } from '../src/delivery/pull-loop.ts';
-import type { InFlight } from '../src/delivery/in-flight.ts';
+import { HeldMessages } from '../src/delivery/in-flight.ts';
 import type { RecentAcks } from '../src/delivery/recent-acks.ts';
 import type { WaitingRetries } from '../src/delivery/waiting-retries.ts';
 import type { EndpointId } from '../src/domain/ids.ts';
@@ -40,7 +40,7 @@ function pool(endpoints: number) {
     attempt: (lane, _tracked, release) => new Promise<void>((resolve) => {
       running.push({ lane: ids.indexOf(lane.id), end: () => { release(); resolve(); } });
     }),
-    inFlight: new Set<InFlight>(),
+    inFlight: new HeldMessages(),
     retries: { arrived() {} } as unknown as WaitingRetries,
     recentAcks: { has: () => false } as unknown as RecentAcks,
     waitFor: () => 30_000,

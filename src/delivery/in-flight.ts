@@ -11,6 +11,39 @@ export interface InFlight {
 }
 
 /**
+ * The messages held, also found by the stream message they are: a server can hand one out again while
+ * it is held here (nats-server 2.9.10 did, twice within milliseconds, after a stopping instance's nak
+ * and the message's ack wait fell together), and a second attempt at once would POST it twice.
+ */
+export class HeldMessages extends Set<InFlight> {
+  readonly #byMessage = new Map<string, InFlight>();
+
+  override add(f: InFlight): this {
+    this.#byMessage.set(messageKey(f.msg), f);
+    return super.add(f);
+  }
+
+  override delete(f: InFlight): boolean {
+    const key = messageKey(f.msg);
+    if (this.#byMessage.get(key) === f) this.#byMessage.delete(key);
+    return super.delete(f);
+  }
+
+  override clear(): void {
+    this.#byMessage.clear();
+    super.clear();
+  }
+
+  /** The held delivery of the same stream message as `m`, if any. */
+  holding(m: PulledMsg): InFlight | undefined {
+    return this.#byMessage.get(messageKey(m));
+  }
+}
+
+/** A delivery subject is in one stream only: with the stream sequence, it names the message. */
+const messageKey = (m: PulledMsg) => `${m.seq} ${m.subject}`;
+
+/**
  * The sweep's tick: a quarter of the shortest wait (backoff[0]), at most 250 ms, so a held message is
  * marked working twice per wait even when the event loop runs late; messages now wait for a slot or keep
  * one for a second, far longer than a short schedule's first step.

@@ -9,7 +9,7 @@ import type { PullFeeds } from '../nats/pull-feed.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
 import type { AttemptLane, Attempts } from './attempt.ts';
 import { createConcurrencyLimit, type ConcurrencyLimit } from './concurrency.ts';
-import type { InFlight } from './in-flight.ts';
+import type { HeldMessages, InFlight } from './in-flight.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
 import type { RecentAcks } from './recent-acks.ts';
 import type { KeyGate } from './ordered-gate.ts';
@@ -93,7 +93,7 @@ export function createPullLoops(deps: {
   feeds: PullFeeds;
   attempt: Attempts['attempt'];
   /** What the sweep keeps alive; a message joins it on arrival and leaves when its attempt ends. */
-  inFlight: Set<InFlight>;
+  inFlight: HeldMessages;
   /** Failed deliveries waiting for their retry, by endpoint: an arrival is no longer waiting. */
   retries: WaitingRetries;
   /** How long the server waits on the n-th delivery before redelivering: the backoff step. */
@@ -266,6 +266,9 @@ export function createPullLoops(deps: {
           if (lane.closed) return;
           // Back after an ack that was lost (a NATS restart): delivered already, acked again.
           if (m.info.deliveryCount > 1 && deps.recentAcks.has(m)) return void m.ack();
+          // Handed out again while held here, waiting or in its attempt: that delivery settles the message.
+          // (A keyed lane's gate keeps one attempt per message itself.)
+          if (!gate && inFlight.holding(m)) return;
           deps.retries.arrived(id, m.seq);
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);

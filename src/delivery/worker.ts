@@ -24,7 +24,7 @@ import { createPullFeeds } from '../nats/pull-feed.ts';
 import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from './attempt.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
-import { startSweep, type InFlight } from './in-flight.ts';
+import { HeldMessages, startSweep } from './in-flight.ts';
 import { createRateGates } from './rate-gate.ts';
 import { createPullLoops } from './pull-loop.ts';
 import { CONNECTIONS_PER_ORIGIN, socketPoolOf } from './http-sender.ts';
@@ -84,7 +84,7 @@ export async function startDelivery(deps: {
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
-  const inFlight = new Set<InFlight>();
+  const inFlight = new HeldMessages();
   const stopSweep = startSweep(inFlight, options.retrySchedule[0]!);
   const retries = createWaitingRetries(deps.nc);
   const stopRetryNow = serveRetryNow(deps.nc, retries, log);
