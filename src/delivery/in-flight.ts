@@ -29,11 +29,6 @@ export class HeldMessages extends Set<InFlight> {
     return super.delete(f);
   }
 
-  override clear(): void {
-    this.#byMessage.clear();
-    super.clear();
-  }
-
   /** The held delivery of the same stream message as `m`, if any. */
   holding(m: PulledMsg): InFlight | undefined {
     return this.#byMessage.get(messageKey(m));
