@@ -268,7 +268,7 @@ export function createAttempts(deps: {
     inFlight.delete(tracked);
     metrics.failed.inc({ event, kind: outcome.kind });
     const retryAfterMs = honoursRetryAfter(outcome.status) ? parseRetryAfter(outcome.retryAfter, endedAt) : undefined;
-    const last = n >= maxDeliver;
+    const last = Math.max(n, tracked.handedOut ?? 0) >= maxDeliver;
     // Not the last attempt: the schedule's next step, or later when Retry-After or the rate limit's slot
     // hold asks for it; still one delivery of max_deliver, so it counts as one attempt.
     const plan = last ? undefined : planNextAttempt({

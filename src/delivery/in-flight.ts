@@ -8,6 +8,11 @@ export interface InFlight {
   touched: number;
   /** The server's wait before it redelivers this delivery: its backoff step. */
   wait: number;
+  /**
+   * The delivery count of a copy the server handed out again while this one was held (left to this one):
+   * the copy counted toward the message's max deliveries, so this attempt may be its last.
+   */
+  handedOut?: number;
 }
 
 /**

@@ -266,9 +266,10 @@ export function createPullLoops(deps: {
           if (lane.closed) return;
           // Back after an ack that was lost (a NATS restart): delivered already, acked again.
           if (m.info.deliveryCount > 1 && deps.recentAcks.has(m)) return void m.ack();
-          // Handed out again while held here, waiting or in its attempt: that delivery settles the message.
-          // (A keyed lane's gate keeps one attempt per message itself.)
-          if (!gate && inFlight.holding(m)) return;
+          // Handed out again while held here, waiting or in its attempt: that delivery settles the message,
+          // knowing the copy's count. (A keyed lane's gate keeps one attempt per message itself.)
+          const held = gate ? undefined : inFlight.holding(m);
+          if (held) return void (held.handedOut = Math.max(held.handedOut ?? 0, m.info.deliveryCount));
           deps.retries.arrived(id, m.seq);
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
