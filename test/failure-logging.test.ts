@@ -37,7 +37,7 @@ test('a receiver failing 1,000 attempts: two warnings, not 1,000 lines; metrics 
   // Four deliveries each, so at most four POSTs: one handed out again while its attempt still ran (a busy
   // machine outruns the 20 ms ack wait's keep-alives) is left to that attempt, and it counts as one of four.
   const posts = new Map<string, number>();
-  for (const g of r.received) posts.set(String(g.headers['webhook-id']), (posts.get(String(g.headers['webhook-id'])) ?? 0) + 1);
+  for (const g of r.received) { const id = String(g.headers['webhook-id']); posts.set(id, (posts.get(id) ?? 0) + 1); }
   t.is(posts.size, 250);
   t.true([...posts.values()].every((n) => n >= 1 && n <= 4), 'one to four POSTs each');
   t.true(r.received.length > 900, `${r.received.length} POSTs`);

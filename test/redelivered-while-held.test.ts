@@ -1,10 +1,10 @@
 // A delivery the server hands out again while this process still holds it (in its attempt) is attempted
 // once: the attempt under way settles it (src/delivery/pull-loop.ts; for an ordered endpoint, its key's
-// gate). nats-server does that when a nak for the message arrives from
-// elsewhere (a stopping instance handing its deliveries back), and 2.9.10 did it twice within
-// milliseconds when such a nak and the message's ack wait fell together: a service restart mid-burst
-// POSTed one delivery twice. Real service, NATS and receiver; the nak goes to the ack subject that the
-// service's own keep-alives (`+WPI`) name while the attempt runs.
+// gate). nats-server does that when a nak for the message arrives from elsewhere (a stopping instance
+// handing its deliveries back), and 2.9.10 did it twice within milliseconds when such a nak and the
+// message's ack wait fell together: a service restart mid-burst POSTed one delivery twice. Real service,
+// NATS and receiver; the nak goes to the ack subject that the service's own keep-alives (`+WPI`) name
+// while the attempt runs.
 import test from 'ava';
 import type { Msg } from '@nats-io/nats-core';
 import { deliveryAddress, keyedConsumerName } from '../streams/deliveries.ts';

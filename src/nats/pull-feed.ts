@@ -59,12 +59,13 @@ export function createPullFeeds(nc: NatsConnection, opts: {
   // Encoded once per batch size and kind (negative keys: brief pulls): a busy endpoint pulls every few deliveries.
   const pullBodies = new Map<number, Uint8Array>();
   const pullBody = (batch: number, brief: boolean): Uint8Array => {
-    let body = pullBodies.get(brief ? -batch : batch);
+    const key = brief ? -batch : batch;
+    let body = pullBodies.get(key);
     if (!body) {
       body = new TextEncoder().encode(JSON.stringify(brief
         ? { batch, expires: BRIEF_PULL_MS * 1e6 }
         : { batch, expires: opts.expiresMs * 1e6, idle_heartbeat: opts.heartbeatMs * 1e6 }));
-      pullBodies.set(brief ? -batch : batch, body);
+      pullBodies.set(key, body);
     }
     return body;
   };
