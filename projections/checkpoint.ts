@@ -22,7 +22,7 @@ export async function lockCheckpoint(em: EntityManager, name: Projection): Promi
 
 /** Move the checkpoint; only under the lock of lockCheckpoint, in the transaction that wrote the rows. */
 export async function setCheckpoint(em: EntityManager, name: Projection, seq: number): Promise<void> {
-  await em.nativeUpdate(ProjectionCheckpoint, { name }, { lastSeq: seq });
+  await em.execute('update projection_checkpoints set last_seq = ? where name = ?', [seq, name]);
 }
 
 /** Read the checkpoint without locking (0 when the projection never ran); the endpoint projection by default. */

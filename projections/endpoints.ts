@@ -8,7 +8,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EndpointEvent, EndpointState } from '../src/domain/endpoint.ts';
 import { decodeEndpointEvent, nextEndpointState } from '../src/endpoints/fold.ts';
 import { EndpointRecord } from '../src/db/entities.ts';
-import { recordToRow, rowToState, stateToRow, type EndpointRow } from '../src/db/endpoint-rows.ts';
+import { columnsToRow, ENDPOINT_COLUMNS, rowToState, stateToRow, type EndpointColumns, type EndpointRow } from '../src/db/endpoint-rows.ts';
 import { ENDPOINTS_STREAM } from '../streams/endpoints.ts';
 import { Projection } from './checkpoint.ts';
 import {
@@ -23,15 +23,13 @@ function decode(m: StreamMessage): Decoded<EndpointEvent> {
   return decoded.ok ? { ok: true, message: decoded.event } : decoded;
 }
 
-const COLUMNS = [
-  'id', 'tenant', 'url', 'events', 'description', 'status', 'signature_scheme', 'signing_public_key', 'rate_limit', 'ordering',
-  'disabled_reason', 'disabled_at', 'created_at', 'updated_at', 'version',
-] as const;
+const COLUMNS = ENDPOINT_COLUMNS;
 const UPDATED = COLUMNS.filter((c) => c !== 'id');
 const UPSERT = `insert into endpoints (${COLUMNS.join(', ')})
   select ${COLUMNS.join(', ')} from json_populate_recordset(null::endpoints, ?::json)
   on conflict (id) do update set (${UPDATED.join(', ')}) = (${UPDATED.map((c) => `excluded.${c}`).join(', ')})
   where endpoints.version < excluded.version`;
+const SELECT_BY_IDS = `select ${COLUMNS.join(', ')} from endpoints where id in (select json_array_elements_text(?::json))`;
 
 const rowJson = (r: EndpointRow): Record<(typeof COLUMNS)[number], unknown> => ({
   id: r.id, tenant: r.tenant, url: r.url, events: r.events, description: r.description, status: r.status,
@@ -96,8 +94,8 @@ export const endpointReadModel: ReadModel<EndpointEvent> = {
   decode,
   async load(em: EntityManager, events) {
     const ids = [...new Set(events.map((e) => e.id))];
-    const records = ids.length ? await em.find(EndpointRecord, { id: { $in: ids } }, { disableIdentityMap: true }) : [];
-    return endpointFold(new Map(records.map((r) => [r.id, rowToState(recordToRow(r))])));
+    const rows = ids.length ? await em.execute<EndpointColumns[]>(SELECT_BY_IDS, [JSON.stringify(ids)]) : [];
+    return endpointFold(new Map(rows.map((r) => [r.id, rowToState(columnsToRow(r))])));
   },
   empty: () => endpointFold(new Map()),
   async clear(em) {

@@ -2,7 +2,7 @@
 // secure_find), so no read can forget the tenant. Another tenant's id looks exactly like a missing one.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { EndpointRecord } from '../db/entities.ts';
-import { recordToRow, type EndpointRow } from '../db/endpoint-rows.ts';
+import { columnsToRow, ENDPOINT_COLUMNS, recordToRow, type EndpointColumns, type EndpointRow } from '../db/endpoint-rows.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 
 export type { EndpointRow } from '../db/endpoint-rows.ts';
@@ -15,9 +15,11 @@ export interface EndpointPage {
   nextCursor: string | undefined;
 }
 
+const SELECT_ONE = `select ${ENDPOINT_COLUMNS.join(', ')} from endpoints where id = ? and tenant = ?`;
+
 export async function getEndpoint(em: EntityManager, tenant: TenantId, id: EndpointId): Promise<EndpointRow | undefined> {
-  const record = await em.findOne(EndpointRecord, { id, tenant }, { disableIdentityMap: true });
-  return record ? recordToRow(record) : undefined;
+  const [row] = await em.execute<EndpointColumns[]>(SELECT_ONE, [id, tenant]);
+  return row ? columnsToRow(row) : undefined;
 }
 
 /**
