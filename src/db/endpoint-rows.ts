@@ -43,13 +43,13 @@ export type EndpointColumns = {
   created_at: string; updated_at: string; version: string | number;
 };
 
+const iso = (timestamptz: string) => new Date(timestamptz).toISOString();
+
 /**
  * A plain select's row as the API reads it. The per-write paths (a command's projection batch, a GET) read
  * rows this way rather than as entities: hydrating one cost the API's thread more allocation than the rest
  * of the request, and its scavenges are the pauses a tenant's write waits out.
  */
-const iso = (timestamptz: string) => new Date(timestamptz).toISOString();
-
 export function columnsToRow(c: EndpointColumns): EndpointRow {
   return {
     id: c.id as EndpointRow['id'],
