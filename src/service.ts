@@ -216,12 +216,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     }
 
     // One publisher for the router's fan-out and the delivery role's attempt records; pushed before both,
-    // so it closes after them. 5 s for JetStream's acknowledgement, as js.publish's default.
+    // so it closes after them, once their last publishes are acknowledged. 5 s for JetStream's
+    // acknowledgement, as js.publish's default.
     let publisher: AckedPublisher | undefined;
     if (directory) {
       const p = createAckedPublisher(nc, { timeoutMs: 5000, inboxPrefix: SERVICE_INBOX_PREFIX });
       publisher = p;
-      stops.push(async () => p.close());
+      stops.push(() => p.drain());
     }
     // The operators' delivery log: the delivery role's attempts and the router's refusals (issue 31); its
     // last batch is written after both have stopped.

@@ -13,6 +13,7 @@ function acksByHand() {
   const publisher: AckedPublisher = {
     publish: (subject) => new Promise<StoredAt>((resolve) => waiting.push({ subject, resolve })),
     close: () => {},
+    drain: async () => {},
   };
   /** Answers the `n` oldest publishes, then lets their settling run. */
   const answer = async (n: number) => {

@@ -96,6 +96,30 @@ test('close() rejects what waits and every later request', async (t) => {
   replies.close(); // twice is harmless
 });
 
+test('drain() waits for the answers still due, refuses new requests, then closes', async (t) => {
+  let held: Msg | undefined;
+  const sub = nc.subscribe('drain.slow', { callback: (_e, m) => { held = m; } });
+  t.teardown(() => sub.unsubscribe());
+  const replies = repliesOn(nc);
+  const waiting = replies.request('drain.slow', 'q').then((v) => v, whyOf);
+  await nc.flush();
+  let drained = false;
+  const draining = replies.drain().then(() => { drained = true; });
+  t.is(await replies.request('drain.slow', 'later').then(() => 'answered', whyOf), 'closed');
+  await new Promise((r) => setTimeout(r, 100));
+  t.false(drained, 'drain waits for the answer still due');
+  held!.respond('the answer');
+  t.is(await waiting, 'the answer');
+  await draining;
+  t.true(drained);
+  // Nothing waiting: drain closes at once; a request nobody answers ends drain at its timeout.
+  await repliesOn(nc).drain();
+  const short = repliesOn(nc, 200);
+  const unanswered = short.request('drain.slow', 'never answered').then(() => 'answered', whyOf);
+  await short.drain();
+  t.is(await unanswered, 'timeout');
+});
+
 test('its connection closed: what waits is rejected at once, not at its timeout', async (t) => {
   const own = await connectNats({ url: nats.url });
   const replies = repliesOn(own, 60_000);

@@ -31,6 +31,8 @@ export interface AckedPublisher {
   publish(subject: string, body: string | Uint8Array, headers?: MsgHdrs): Promise<StoredAt>;
   /** Rejects whatever is still waiting and stops listening. */
   close(): void;
+  /** Takes no new publish, waits for the acknowledgements still due (each within its timeout), then closes. */
+  drain(): Promise<void>;
 }
 
 interface PubAckAnswer {
@@ -70,5 +72,5 @@ export function createAckedPublisher(nc: NatsConnection, opts: { timeoutMs: numb
     read: readPubAck,
     fail: (why) => new PublishRejectedError(why === 'timeout' ? `no publish acknowledgement within ${opts.timeoutMs}ms` : why === 'closed' ? 'publisher closed' : 'connection closed'),
   });
-  return { publish: replies.request, close: replies.close };
+  return { publish: replies.request, close: replies.close, drain: replies.drain };
 }

@@ -10,6 +10,8 @@ export interface Replies<T> {
   request(subject: string, body: string | Uint8Array, headers?: MsgHdrs): Promise<T>;
   /** Rejects whatever is still waiting and stops listening. */
   close(): void;
+  /** Takes no new request, waits for the answers still due (each within its timeout), then closes. */
+  drain(): Promise<void>;
 }
 
 export type NoAnswer = 'timeout' | 'disconnected' | 'closed';
@@ -32,6 +34,9 @@ export function createReplies<T>(nc: NatsConnection, opts: {
   const waiting = new Map<number, Waiting<T>>();
   let next = 0;
   let closed = false;
+  let draining = false;
+  /** Called when the last waiting request is settled, while draining. */
+  let drained: (() => void) | undefined;
 
   const sub: Subscription = nc.subscribe(`${prefix}.*`, {
     callback: (err, m) => {
@@ -39,7 +44,7 @@ export function createReplies<T>(nc: NatsConnection, opts: {
       const id = Number(m.subject.slice(prefix.length + 1));
       const w = waiting.get(id);
       if (!w) return; // timed out already
-      waiting.delete(id);
+      settle(id);
       let value: T;
       try {
         value = opts.read(m);
@@ -49,10 +54,22 @@ export function createReplies<T>(nc: NatsConnection, opts: {
       w.resolve(value);
     },
   });
+  const settle = (id: number) => {
+    waiting.delete(id);
+    if (waiting.size === 0) drained?.();
+  };
 
   const failAll = (why: NoAnswer) => {
     for (const w of waiting.values()) w.reject(opts.fail(why));
     waiting.clear();
+    drained?.();
+  };
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(sweep);
+    sub.unsubscribe();
+    failAll('closed');
   };
 
   // Map order is request order and every request has the same timeout: expired ones are at the front.
@@ -60,7 +77,7 @@ export function createReplies<T>(nc: NatsConnection, opts: {
     const now = performance.now();
     for (const [id, w] of waiting) {
       if (w.deadline > now) break;
-      waiting.delete(id);
+      settle(id);
       w.reject(opts.fail('timeout'));
     }
   }, Math.max(10, Math.min(1000, opts.timeoutMs / 4)));
@@ -70,24 +87,23 @@ export function createReplies<T>(nc: NatsConnection, opts: {
 
   return {
     request(subject, body, headers) {
-      if (closed) return Promise.reject(opts.fail('closed'));
+      if (closed || draining) return Promise.reject(opts.fail('closed'));
       const id = next++;
       return new Promise<T>((resolve, reject) => {
         waiting.set(id, { resolve, reject, deadline: performance.now() + opts.timeoutMs });
         try {
           nc.publish(subject, body, headers ? { reply: `${prefix}.${id}`, headers } : { reply: `${prefix}.${id}` });
         } catch (e) {
-          waiting.delete(id);
+          settle(id);
           reject(e instanceof Error ? e : new Error(String(e)));
         }
       });
     },
-    close() {
-      if (closed) return;
-      closed = true;
-      clearInterval(sweep);
-      sub.unsubscribe();
-      failAll('closed');
+    async drain() {
+      draining = true;
+      if (waiting.size > 0) await new Promise<void>((resolve) => { drained = resolve; });
+      close();
     },
+    close,
   };
 }
