@@ -34,7 +34,7 @@ export function createReplies<T>(nc: NatsConnection, opts: {
   const waiting = new Map<number, Waiting<T>>();
   let next = 0;
   let closed = false;
-  let draining = false;
+  let draining: Promise<void> | undefined;
   /** Called when the last waiting request is settled, while draining. */
   let drained: (() => void) | undefined;
 
@@ -99,10 +99,9 @@ export function createReplies<T>(nc: NatsConnection, opts: {
         }
       });
     },
-    async drain() {
-      draining = true;
-      if (waiting.size > 0) await new Promise<void>((resolve) => { drained = resolve; });
-      close();
+    drain() {
+      draining ??= (waiting.size > 0 ? new Promise<void>((resolve) => { drained = resolve; }) : Promise.resolve()).then(close);
+      return draining;
     },
     close,
   };

@@ -86,9 +86,8 @@ const ROUTED_FLUSH_MS = 10;
 const KEEP_ALIVE_MS = 10_000;
 /**
  * What a stopping router hands back comes again after this long, not at once: nats-server 2.9 can give a
- * message redelivered at once to the stopped router's own pull request, still queued at the server (a
- * refill nats.js sends while closing), and it then waits out its ack wait (30 s). Seen in 1 of 2 in-process
- * restarts; with the delay, in none of 16.
+ * message redelivered at once to the stopped router's own pull request, still queued at the server, and it
+ * then waits out its ack wait (30 s). Seen in about half of in-process restarts; with the delay, in none of 32.
  */
 const HAND_BACK_DELAY_MS = 1000;
 
