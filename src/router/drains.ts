@@ -188,6 +188,8 @@ export function createDrains(deps: {
           await readNew();
           break;
         } catch (e) {
+          // A stop closes the reads: its router hands back the events waiting for this one.
+          if (stopped) break;
           log.warn('could not read the tenants\' drain records; their events wait', { reason: describe(e) });
           await sleep(wait);
         }

@@ -9,8 +9,8 @@
 // the event was published was still missing: such an endpoint gets the event then, before the ack. So an
 // endpoint created (or restored, or subscribed) before an event is published receives it, without a
 // JetStream API round trip on the path of every event (issue 13: one per event in series before).
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
@@ -90,6 +90,12 @@ const KEEP_ALIVE_MS = 10_000;
  * then waits out its ack wait (30 s). Seen in about half of in-process restarts; with the delay, in none of 32.
  */
 const HAND_BACK_DELAY_MS = 1000;
+
+/** The subscription nats.js's consume() reads from (PullConsumerMessagesImpl.sub); undefined if it moves. */
+function subscriptionOf(messages: ConsumerMessages): Subscription | undefined {
+  const sub = (messages as Partial<{ sub: Subscription }>).sub;
+  return typeof sub?.drain === 'function' ? sub : undefined;
+}
 
 export interface Router {
   /** Events this process handed back for NATS's reasons and still waiting for their next try (readiness). */
@@ -522,6 +528,9 @@ export async function startRouter(deps: {
     waiting: () => verdicts.waiting(),
     async stop() {
       untrackLeader?.();
+      // close() unsubscribes at once: what is still on its way to this process would be dropped and wait
+      // out its ack wait (30 s). Drained first, it arrives, and is handed back below.
+      await subscriptionOf(messages)?.drain().catch(() => {});
       await messages.close();
       await loop;
       // Events not routed yet are handed back: another router, or this one started again, takes them
