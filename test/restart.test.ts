@@ -39,8 +39,8 @@ test.serial('service restarts in the middle of a burst lose, delay and double no
     }
   }
   await Promise.all(publishes.splice(0));
-  // Within 20 s: an event a stopping router left in flight would come back only after EVENTS' 30 s ack wait.
-  await eventually(() => (uniqueIds(from).size >= total ? true : undefined), 20_000, 'every event delivered before the ack wait');
+  // Within 25 s: an event a stopping router left in flight would come back only after EVENTS' 30 s ack wait.
+  await eventually(() => (uniqueIds(from).size >= total ? true : undefined), 25_000, 'every event delivered before the ack wait');
   await new Promise((res) => setTimeout(res, 1000));
   const bodies = r.received.slice(from).map((g) => JSON.parse(g.body).data.userId as string);
   t.is(new Set(bodies).size, total, 'every event arrived');
