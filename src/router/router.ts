@@ -9,6 +9,7 @@
 // the event was published was still missing: such an endpoint gets the event then, before the ack. So an
 // endpoint created (or restored, or subscribed) before an event is published receives it, without a
 // JetStream API round trip on the path of every event (issue 13: one per event in series before).
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
@@ -90,6 +91,8 @@ const KEEP_ALIVE_MS = 10_000;
  * then waits out its ack wait (30 s). Seen in about half of in-process restarts; with the delay, in none of 32.
  */
 const HAND_BACK_DELAY_MS = 1000;
+/** A stop waits this long at most for its subscription's drain (the server's answer to a ping). */
+const SUBSCRIPTION_DRAIN_MS = 1000;
 
 /** The subscription nats.js's consume() reads from (PullConsumerMessagesImpl.sub); undefined if it moves. */
 function subscriptionOf(messages: ConsumerMessages): Subscription | undefined {
@@ -529,8 +532,10 @@ export async function startRouter(deps: {
     async stop() {
       untrackLeader?.();
       // close() unsubscribes at once: what is still on its way to this process would be dropped and wait
-      // out its ack wait (30 s). Drained first, it arrives, and is handed back below.
-      await subscriptionOf(messages)?.drain().catch(() => {});
+      // out its ack wait (30 s). Drained first, it arrives, and is handed back below. A NATS that is away
+      // answers no drain: the stop goes on after a second.
+      const sub = subscriptionOf(messages);
+      if (sub) await Promise.race([sub.drain().catch(() => {}), sleep(SUBSCRIPTION_DRAIN_MS, undefined, { ref: false })]);
       await messages.close();
       await loop;
       // Events not routed yet are handed back: another router, or this one started again, takes them
