@@ -236,9 +236,11 @@ test.serial('with a rate limit: each key still in order, and the limit holds', a
     const ok = r.received.filter((x, i) => bodyOf(x).data.userId === `user_rate${k}` && !(bodyOf(x).data.n === 1 && r.received.findIndex((y) => idOf(y) === idOf(x)) === i));
     t.deepEqual(ok.map((x) => bodyOf(x).data.n), [0, 1, 2, 3, 4], `key ${k} in order`);
   }
-  // At most 10 attempts started in any second (the limit's 1.05 s window).
+  // At most 10 attempts started in any 1.05 s (the limit's window), seen as receipts: on a loaded machine one
+  // POST can take 0.15 s longer to arrive than another (in CI, two came under 1 s apart), while a limit not
+  // held would send the 18 within milliseconds.
   const at = r.received.map((x) => x.at).sort((a, b) => a - b);
-  for (let i = 10; i < at.length; i++) t.true(at[i]! - at[i - 10]! >= 1000, `attempt ${i} within a second of attempt ${i - 10}`);
+  for (let i = 10; i < at.length; i++) t.true(at[i]! - at[i - 10]! >= 900, `attempt ${i} ${at[i]! - at[i - 10]!} ms after attempt ${i - 10}`);
 });
 
 test.serial('a fan-out NATS failed part-way: its late delivery still goes before the later event of its key', async (t) => {
