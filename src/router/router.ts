@@ -325,16 +325,15 @@ export async function startRouter(deps: {
   // Arrived, waiting for that read: stop() hands them back itself, since the read may end only after the
   // connection has closed, and a nak then would never reach the server (the event would wait out its ack wait).
   const undecided = new Set<JsMsg>();
+  // What a stopping router still holds goes back to the server (see HAND_BACK_DELAY_MS).
+  const handBack = (m: JsMsg): void => { waiting.delete(m); m.nak(HAND_BACK_DELAY_MS); };
   const arrive = (m: JsMsg): void => {
     waiting.set(m, performance.now());
     undecided.add(m);
     void drains.synced().then(() => { if (undecided.delete(m)) decide(m); });
   };
   const decide = (m: JsMsg): void => {
-    if (stopping) {
-      waiting.delete(m);
-      return m.nak(HAND_BACK_DELAY_MS);
-    }
+    if (stopping) return handBack(m);
     const tenant = tenantOf(m);
     const queue = parked.get(tenant);
     if (queue) return void queue.push(m);
@@ -541,7 +540,6 @@ export async function startRouter(deps: {
       // Events not routed yet are handed back: another router, or this one started again, takes them
       // within a second rather than after their ack wait (30 s).
       stopping = true;
-      const handBack = (m: JsMsg) => { waiting.delete(m); m.nak(HAND_BACK_DELAY_MS); };
       undecided.forEach(handBack);
       undecided.clear();
       await drains.stop();
