@@ -135,5 +135,11 @@ export async function steadyScenarios(ctx: {
     figures['endpoint_isolation_ratio'] = round(epRatio, 3);
     row('endpoint_isolation_ratio', fmt(epRatio, 2),
       `healthy p99 ${fmt(h.healthy.p99, 1)} → ${fmt(d.healthy.p99, 1)} (hang), ${fmt(f.healthy.p99, 1)} (500) ms (target ≤ 1.5)`);
+    // What the degraded phases cost, beside the healthy ones' latency_cpu and latency_loop.
+    for (const [name, x] of [['hang', d], ['fail', f]] as const) {
+      figures[`isolation_${name}_p99_reps_ms`] = x.reps.map((r) => round(r.healthy.p99));
+      figures[`isolation_${name}_cpu_reps`] = x.reps.map((r) => r.cpu);
+      row(`isolation_${name}`, '', `healthy p99 by rep ${x.reps.map((r) => fmt(r.healthy.p99, 1)).join(', ')} ms; ${loopNote(x.loop)}; cpu: ${x.reps.map((r) => r.cpu).join(' | ')}`);
+    }
   }
 }
