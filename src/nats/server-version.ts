@@ -1,16 +1,16 @@
 // Which nats-server versions hookstream is tested on, and what start-up says about the servers it sees.
-// Tested: 2.9.10 (Debian bookworm) and 2.15.1 (Debian unstable, `bin/fetch-nats-server`); the floor is the
-// oldest tested release, whose JetStream behaviour (backoff, nak delays, advisories) the delivery role is
-// written against. Replicated streams need more: below 2.11 a replicated work-queue stream's replicas can
-// diverge after "stream store EOF → Resetting stream cluster state" and lose deliveries (nats-server #3999,
-// #6140, #6486; measured on a 2.9.10 cluster under the fault suite's chaos), so HOOKSTREAM_REPLICAS > 1
-// refuses to start on any server below CLUSTER_FLOOR.
+// Tested: 2.9.10 (Debian bookworm), 2.10.27 (Debian trixie, `bin/fetch-nats-server stable`) and 2.15.1 (Debian
+// unstable, `bin/fetch-nats-server`); the floor is the oldest tested release, whose JetStream behaviour
+// (backoff, nak delays, advisories) the delivery role is written against. Replicated streams need more:
+// below 2.11 a replicated work-queue stream's replicas can diverge after "stream store EOF → Resetting
+// stream cluster state" and lose deliveries (nats-server #3999, #6140, #6486; measured on a 2.9.10 cluster
+// under the fault suite's chaos), so HOOKSTREAM_REPLICAS > 1 refuses to start on any server below CLUSTER_FLOOR.
 import { connect as tcpConnect } from 'node:net';
 import { ConfigError } from '../errors.ts';
 
 export const SUPPORTED_FLOOR = '2.9.10';
 export const CLUSTER_FLOOR = '2.11.0';
-export const TESTED_VERSIONS = ['2.9.10', '2.15.1'] as const;
+export const TESTED_VERSIONS = ['2.9.10', '2.10.27', '2.15.1'] as const;
 
 /** Numeric parts of `v2.15.1` or `2.9.10-beta`; undefined for anything else. */
 export function parseVersion(v: string | undefined): [number, number, number] | undefined {
