@@ -2,7 +2,7 @@
 // whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
 // nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
 //   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
-//   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N]
+//   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N] [--partitions 16]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
@@ -19,7 +19,7 @@ import { createLogger } from '../src/log.ts';
 import { createPullFeeds } from '../src/nats/pull-feed.ts';
 import type { PulledMsg } from '../src/nats/pulled-msg.ts';
 import { cpuTicks, TICKS } from './metering.ts';
-import { shapeSubject, type PublishOrder } from './publish-child.ts';
+import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
 import { sleep } from './time.ts';
@@ -347,7 +347,11 @@ async function scale(counts: number[]): Promise<void> {
 //                 direct-gets the body, then acks
 //   direct-noack  as direct with AckNone: no ack per delivery (retries would need a ledger of the client's)
 //   direct-ackall as direct with AckAll: one ack per endpoint every 10 ms, for its newest delivery
-const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall'] as const;
+//   direct-subjects as direct, the tenant's partition (--partitions, 16) a token of the subject
+//                 (`events.<p>.<tenant>.<type>`, as a partition() mapping makes it), in the one EVENTS stream
+//   direct-streams as direct-subjects, a stream per partition (EVENTS_<p> takes `events.<p>.>`): each
+//                 consumer reads past its partition's messages only
+const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall', 'direct-subjects', 'direct-streams'] as const;
 type Shape = (typeof SHAPES)[number];
 const SHAPE_SHARDS = 128;
 /** HOOKSTREAM_MAX_IN_FLIGHT's default, and the router's events in flight (its consumer's max_ack_pending is 4,096). */
@@ -361,16 +365,23 @@ const versionAtLeast = (v: string | undefined, major: number, minor: number) => 
   return a > major || (a === major && b >= minor);
 };
 
-async function shape(shapeName: Shape, n: number, webhooks: number, rate: number | undefined): Promise<void> {
+async function shape(shapeName: Shape, n: number, webhooks: number, rate: number | undefined, partitions: number): Promise<void> {
   await withServer(async (nc, js, jsm, server) => {
-    const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}`;
+    const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}${shapeName === 'direct-subjects' || shapeName === 'direct-streams' ? `_p${partitions}` : ''}`;
     const direct = shapeName.startsWith('direct');
     const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
+    const partitioned = shapeName === 'direct-subjects' || shapeName === 'direct-streams';
+    const streams = shapeName === 'direct-streams' ? partitions : 1;
+    /** Endpoint e's event stream, and its subject there. */
+    const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${shapePartition(e, partitions)}` : 'EVENTS');
+    const subjectOf = (e: number) => (partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
-    await jsm.streams.add({
-      name: 'EVENTS', subjects: ['events.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
-      duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
-    });
+    for (let p = 0; p < streams; p++) {
+      await jsm.streams.add({
+        name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', subjects: [streams > 1 ? `events.${p}.>` : 'events.>'], retention: RetentionPolicy.Limits,
+        storage: StorageType.File, duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
+      });
+    }
     const ids = Array.from({ length: n }, (_, i) => `ep_${String(i).padStart(6, '0')}`);
     const endpointOf = (subject: string) => {
       const [, t, j] = /^events\.t(\d+)\.e(\d)$/.exec(subject) ?? [];
@@ -392,10 +403,10 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
           await jsm.consumers.add(deliveryAddress(id, SHAPE_SHARDS).stream, endpointConsumer(id, { shards: SHAPE_SHARDS, retrySchedule: SHAPE_SCHEDULE, maxQueued: 100_000 }));
           continue;
         }
-        const tenant = shapeSubject(e).split('.')[1]!;
-        await jsm.consumers.add('EVENTS', {
+        const subject = subjectOf(e);
+        await jsm.consumers.add(eventsOf(e), {
           durable_name: id, ack_policy: ackPolicy, deliver_policy: DeliverPolicy.All, max_ack_pending: 100_000,
-          ...(manyFilters ? { filter_subjects: [shapeSubject(e), `events.${tenant}.user.updated`] } : { filter_subject: shapeSubject(e) }),
+          ...(manyFilters ? { filter_subjects: [subject, `${subject.slice(0, subject.lastIndexOf('.'))}.user.updated`] } : { filter_subject: subject }),
           ...(ackPolicy === AckPolicy.None ? {} : { ack_wait: nanos(SHAPE_SCHEDULE[0]!), backoff: SHAPE_SCHEDULE.map(nanos), max_deliver: SHAPE_SCHEDULE.length + 1 }),
         });
       }
@@ -414,7 +425,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
     ids.forEach((id, e) => {
       let busy = 0;
       const feed = feeds.open({
-        stream: direct ? 'EVENTS' : deliveryAddress(id, SHAPE_SHARDS).stream, consumer: id, capacity: () => LANES - busy,
+        stream: direct ? eventsOf(e) : deliveryAddress(id, SHAPE_SHARDS).stream, consumer: id, capacity: () => LANES - busy,
         onMessage: (m) => {
           if (shapeName === 'direct-noack') return delivered();
           if (shapeName === 'direct-ackall') {
@@ -458,7 +469,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
       const all = new Promise<void>((r) => { reached = r; });
       const child = fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const started = new Promise<void>((r) => child.once('message', () => r()));
-      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512, ...(rate ? { rate } : {}) };
+      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512, ...(rate ? { rate } : {}), ...(partitioned ? { partitions } : {}) };
       child.send(order);
       await started;
       const cpu0 = process.cpuUsage();
@@ -510,5 +521,8 @@ figures['server_version'] = version;
 if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
-if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks, shapeRate);
+/** Tenant partitions of the direct-subjects and direct-streams shapes. */
+const shapePartitions = Number(opt('--partitions') ?? 16);
+if (!Number.isSafeInteger(shapePartitions) || shapePartitions < 1) throw new Error('--partitions expects a whole number of 1 or more');
+if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks, shapeRate, shapePartitions);
 process.stdout.write(JSON.stringify(figures) + '\n');

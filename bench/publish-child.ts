@@ -13,10 +13,16 @@ export interface PublishOrder {
   bytes: number;
   /** Events per second; absent: as fast as 64 publishes in flight go. */
   rate?: number;
+  /** Publish to the partitioned subjects (shapePartitionedSubject) of this many partitions. */
+  partitions?: number;
 }
 
 /** Event subject of endpoint `e`: tenants of ten endpoints, endpoint j of a tenant takes type `e<j>`. */
 export const shapeSubject = (e: number) => `events.t${Math.floor(e / 10)}.e${e % 10}`;
+/** Endpoint `e`'s tenant's partition: what a subject mapping's partition() would give, spread evenly. */
+export const shapePartition = (e: number, partitions: number) => Math.floor(e / 10) % partitions;
+/** Endpoint `e`'s event subject with its tenant's partition as the second token (`events.<p>.<tenant>.<type>`). */
+export const shapePartitionedSubject = (e: number, partitions: number) => `events.${shapePartition(e, partitions)}.${shapeSubject(e).slice('events.'.length)}`;
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) process.once('message', (order: PublishOrder) => void (async () => {
   const nc = await connect({ servers: order.url });
@@ -31,7 +37,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) process.once('message', 
     for (let i = next++; i < order.count; i = next++) {
       const wait = due(i);
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      await js.publish(shapeSubject(i % order.endpoints), body);
+      const e = i % order.endpoints;
+      await js.publish(order.partitions ? shapePartitionedSubject(e, order.partitions) : shapeSubject(e), body);
     }
   }));
   await nc.close();
