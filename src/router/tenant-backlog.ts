@@ -42,7 +42,8 @@ export function createTenantBacklog(deps: {
     } catch (e) {
       // The last listing stays, with what was routed since it: the quota errs toward holding.
       for (const [t, n] of before) since.set(t, (since.get(t) ?? 0) + n);
-      if (!failing) deps.log.warn('could not list the endpoints\' backlogs for the tenants\' queued deliveries; using the last listing', { reason: describe(e) });
+      // A listing cut short by stop() (the connection draining) is no trouble to report.
+      if (!failing && !stopped) deps.log.warn('could not list the endpoints\' backlogs for the tenants\' queued deliveries; using the last listing', { reason: describe(e) });
       failing = true;
     }
     if (!stopped) timer = setTimeout(() => void read(), deps.intervalMs ?? TENANT_BACKLOG_READ_MS).unref();

@@ -1,0 +1,80 @@
+// The tenants' queued deliveries for their `queued_deliveries` quota (src/router/tenant-backlog.ts), read
+// from a real nats-server's endpoint consumers: summed per tenant, what was routed since added, the last
+// listing kept while listing fails (one warning), and no warning for a listing cut short by stop().
+import test from 'ava';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connectNats } from '../src/nats/connect.ts';
+import { createLogger } from '../src/log.ts';
+import { createTenantBacklog } from '../src/router/tenant-backlog.ts';
+import { deliveryAddress, endpointConsumer, ensureDeliveryStreams } from '../streams/deliveries.ts';
+import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
+
+const SHARDS = 4;
+const TENANT_OF: Record<string, string> = { ep_a1: 'a', ep_a2: 'a', ep_b1: 'b' };
+
+let nats: NatsServer;
+let nc: NatsConnection;
+
+test.before(async () => {
+  nats = await startNatsServer();
+  nc = await connectNats({ url: nats.url });
+  const jsm = await jetstreamManager(nc);
+  await ensureDeliveryStreams(jsm, SHARDS, 1000);
+  const js = jetstream(nc);
+  for (const [endpoint, queued] of [['ep_a1', 3], ['ep_a2', 2], ['ep_b1', 4]] as const) {
+    await jsm.consumers.add(deliveryAddress(endpoint, SHARDS).stream, endpointConsumer(endpoint, { shards: SHARDS, retrySchedule: [5000], maxQueued: 1000 }));
+    for (let i = 0; i < queued; i++) await js.publish(deliveryAddress(endpoint, SHARDS).subject, `${endpoint} ${i}`);
+  }
+});
+
+test.after.always(async () => {
+  await nc?.close();
+  await nats?.dispose();
+});
+
+const capture = () => {
+  const lines: { level: string; msg: string }[] = [];
+  return { lines, log: createLogger({ level: 'debug', write: (l) => lines.push(JSON.parse(l) as { level: string; msg: string }) }) };
+};
+const until = async (ok: () => boolean) => {
+  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 25));
+};
+
+test('sums each tenant\'s queued deliveries over its endpoints, plus what was routed since the listing', async (t) => {
+  const { log } = capture();
+  const backlog = createTenantBacklog({ jsm: await jetstreamManager(nc), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 60_000 });
+  t.teardown(() => backlog.stop());
+  await until(() => backlog.queued('a') > 0 && backlog.queued('b') > 0);
+  t.is(backlog.queued('a'), 5);
+  t.is(backlog.queued('b'), 4);
+  t.is(backlog.queued('c'), 0);
+  backlog.routed('a', 7);
+  t.is(backlog.queued('a'), 12);
+});
+
+test('a failing listing keeps the last one with what was routed since, and warns once', async (t) => {
+  const own = await connectNats({ url: nats.url });
+  const { lines, log } = capture();
+  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  t.teardown(() => backlog.stop());
+  await until(() => backlog.queued('b') === 4);
+  t.is(backlog.queued('b'), 4);
+  await own.close();
+  backlog.routed('b', 2);
+  await new Promise((r) => setTimeout(r, 400));
+  t.is(backlog.queued('b'), 6);
+  t.is(lines.filter((l) => l.level === 'warn').length, 1);
+});
+
+test('a listing cut short by stop() (the connection draining) logs no warning', async (t) => {
+  const own = await connectNats({ url: nats.url });
+  const { lines, log } = capture();
+  // The first listing starts at once and pages through SHARDS streams; the drain refuses its later pages.
+  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  backlog.stop();
+  await own.drain();
+  await new Promise((r) => setTimeout(r, 300));
+  t.deepEqual(lines.filter((l) => l.level === 'warn'), []);
+  t.is(backlog.queued('a'), 0);
+});
