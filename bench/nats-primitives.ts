@@ -367,10 +367,10 @@ const versionAtLeast = (v: string | undefined, major: number, minor: number) => 
 
 async function shape(shapeName: Shape, n: number, webhooks: number, rate: number | undefined, partitions: number): Promise<void> {
   await withServer(async (nc, js, jsm, server) => {
-    const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}${shapeName === 'direct-subjects' || shapeName === 'direct-streams' ? `_p${partitions}` : ''}`;
+    const partitioned = shapeName === 'direct-subjects' || shapeName === 'direct-streams';
+    const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}${partitioned ? `_p${partitions}` : ''}`;
     const direct = shapeName.startsWith('direct');
     const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
-    const partitioned = shapeName === 'direct-subjects' || shapeName === 'direct-streams';
     const streams = shapeName === 'direct-streams' ? partitions : 1;
     /** Endpoint e's event stream, and its subject there. */
     const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${shapePartition(e, partitions)}` : 'EVENTS');

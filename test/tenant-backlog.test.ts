@@ -1,6 +1,7 @@
 // The tenants' queued deliveries for their `queued_deliveries` quota (src/router/tenant-backlog.ts), read
 // from a real nats-server's endpoint consumers: summed per tenant, what was routed since added, the last
-// listing kept while listing fails (one warning), and no warning for a listing cut short by stop().
+// listing kept while listing fails (one warning), no listing while no one asks (the first question lists
+// at once), and no warning for a listing cut short by stop().
 import test from 'ava';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -62,8 +63,28 @@ test('a failing listing keeps the last one with what was routed since, and warns
   t.is(backlog.queued('b'), 4);
   await own.close();
   backlog.routed('b', 2);
+  // The router asks for every event it routes, and for a tenant it holds about once a second.
+  for (let i = 0; i < 8; i++) {
+    t.is(backlog.queued('b'), 6);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.is(lines.filter((l) => l.level === 'warn').length, 1);
+});
+
+test('no listing while no one asks; the first question after a quiet spell lists at once', async (t) => {
+  const own = await connectNats({ url: nats.url });
+  const { lines, log } = capture();
+  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  t.teardown(() => backlog.stop());
+  await until(() => backlog.queued('a') === 5);
+  // That question is answered by one more listing; then the timer's turns find no one asking.
+  await new Promise((r) => setTimeout(r, 300));
+  // Listing on a closed connection fails, and says so: here it shows whether a listing was taken.
+  await own.close();
   await new Promise((r) => setTimeout(r, 400));
-  t.is(backlog.queued('b'), 6);
+  t.deepEqual(lines.filter((l) => l.level === 'warn'), [], 'eight turns of the timer, no one asking: no listing');
+  t.is(backlog.queued('a'), 5);
+  await until(() => lines.length > 0);
   t.is(lines.filter((l) => l.level === 'warn').length, 1);
 });
 

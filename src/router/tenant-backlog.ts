@@ -3,6 +3,9 @@
 // every few seconds, summed per tenant, plus what this router routed to the tenant since that listing
 // started. Never on the routing path: a lookup is a map read. Deliveries taken off the queues since the
 // last listing are not subtracted until the next one, so the estimate errs toward "full" for a few seconds.
+// A listing is taken only when the last one was read (the router asks for each event it routes and for
+// each tenant it holds): with 10,000 endpoints one listing every 5 s cost an idle service 3.7 % of a core
+// and its nats-server 6 %. The first question after a quiet spell lists at once.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { listEndpointBacklogs } from '../../streams/deliveries.ts';
 import { describe } from '../errors.ts';
@@ -26,8 +29,22 @@ export function createTenantBacklog(deps: {
   let failing = false;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  /** queued() was called since the last listing began. */
+  let asked = true;
+  /** The last turn of the timer found no one asking and listed nothing. */
+  let quiet = false;
+
+  const schedule = (): void => {
+    if (!stopped) timer = setTimeout(() => void turn(), deps.intervalMs ?? TENANT_BACKLOG_READ_MS).unref();
+  };
+  async function turn(): Promise<void> {
+    quiet = !asked;
+    if (!quiet) await read();
+    schedule();
+  }
 
   async function read(): Promise<void> {
+    asked = false;
     // What is routed from now on is not in the listing; what was routed before is (or was delivered).
     const before = since;
     since = new Map();
@@ -46,12 +63,19 @@ export function createTenantBacklog(deps: {
       if (!failing && !stopped) deps.log.warn('could not list the endpoints\' backlogs for the tenants\' queued deliveries; using the last listing', { reason: describe(e) });
       failing = true;
     }
-    if (!stopped) timer = setTimeout(() => void read(), deps.intervalMs ?? TENANT_BACKLOG_READ_MS).unref();
   }
-  void read();
+  void turn();
 
   return {
-    queued: (tenant) => (listed.get(tenant) ?? 0) + (since.get(tenant) ?? 0),
+    queued(tenant) {
+      asked = true;
+      if (quiet && !stopped) {
+        quiet = false;
+        clearTimeout(timer);
+        void turn();
+      }
+      return (listed.get(tenant) ?? 0) + (since.get(tenant) ?? 0);
+    },
     routed(tenant, n) {
       since.set(tenant, (since.get(tenant) ?? 0) + n);
     },
