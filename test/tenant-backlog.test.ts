@@ -38,13 +38,19 @@ const capture = () => {
   const lines: { level: string; msg: string }[] = [];
   return { lines, log: createLogger({ level: 'debug', write: (l) => lines.push(JSON.parse(l) as { level: string; msg: string }) }) };
 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const until = async (ok: () => boolean) => {
-  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 25));
+  for (let i = 0; i < 200 && !ok(); i++) await sleep(25);
+};
+/** A backlog listing over `conn`, every `intervalMs`, with what it logs. */
+const backlogOn = async (conn: NatsConnection, intervalMs: number) => {
+  const { lines, log } = capture();
+  const backlog = createTenantBacklog({ jsm: await jetstreamManager(conn), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs });
+  return { backlog, lines };
 };
 
 test('sums each tenant\'s queued deliveries over its endpoints, plus what was routed since the listing', async (t) => {
-  const { log } = capture();
-  const backlog = createTenantBacklog({ jsm: await jetstreamManager(nc), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 60_000 });
+  const { backlog } = await backlogOn(nc, 60_000);
   t.teardown(() => backlog.stop());
   await until(() => backlog.queued('a') > 0 && backlog.queued('b') > 0);
   t.is(backlog.queued('a'), 5);
@@ -56,8 +62,7 @@ test('sums each tenant\'s queued deliveries over its endpoints, plus what was ro
 
 test('a failing listing keeps the last one with what was routed since, and warns once', async (t) => {
   const own = await connectNats({ url: nats.url });
-  const { lines, log } = capture();
-  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  const { backlog, lines } = await backlogOn(own, 50);
   t.teardown(() => backlog.stop());
   await until(() => backlog.queued('b') === 4);
   t.is(backlog.queued('b'), 4);
@@ -66,22 +71,21 @@ test('a failing listing keeps the last one with what was routed since, and warns
   // The router asks for every event it routes, and for a tenant it holds about once a second.
   for (let i = 0; i < 8; i++) {
     t.is(backlog.queued('b'), 6);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   t.is(lines.filter((l) => l.level === 'warn').length, 1);
 });
 
 test('no listing while no one asks; the first question after a quiet spell lists at once', async (t) => {
   const own = await connectNats({ url: nats.url });
-  const { lines, log } = capture();
-  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  const { backlog, lines } = await backlogOn(own, 50);
   t.teardown(() => backlog.stop());
   await until(() => backlog.queued('a') === 5);
   // That question is answered by one more listing; then the timer's turns find no one asking.
-  await new Promise((r) => setTimeout(r, 300));
+  await sleep(300);
   // Listing on a closed connection fails, and says so: here it shows whether a listing was taken.
   await own.close();
-  await new Promise((r) => setTimeout(r, 400));
+  await sleep(400);
   t.deepEqual(lines.filter((l) => l.level === 'warn'), [], 'eight turns of the timer, no one asking: no listing');
   t.is(backlog.queued('a'), 5);
   await until(() => lines.length > 0);
@@ -90,12 +94,11 @@ test('no listing while no one asks; the first question after a quiet spell lists
 
 test('a listing cut short by stop() (the connection draining) logs no warning', async (t) => {
   const own = await connectNats({ url: nats.url });
-  const { lines, log } = capture();
   // The first listing starts at once and pages through SHARDS streams; the drain refuses its later pages.
-  const backlog = createTenantBacklog({ jsm: await jetstreamManager(own), shards: SHARDS, tenantOf: (id) => TENANT_OF[id], log, intervalMs: 50 });
+  const { backlog, lines } = await backlogOn(own, 50);
   backlog.stop();
   await own.drain();
-  await new Promise((r) => setTimeout(r, 300));
+  await sleep(300);
   t.deepEqual(lines.filter((l) => l.level === 'warn'), []);
   t.is(backlog.queued('a'), 0);
 });
