@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { trace, type ProxyTracerProvider } from '@opentelemetry/api';
+import { SERVICE_NODE_FLAGS } from './processes.ts';
 import { attemptAnswered, carryContext, traceAttempt, traceRouting, tracing } from '../src/telemetry/tracing.ts';
 
 const N = Number(process.env['TRACING_COST_N'] ?? 100_000);
@@ -50,7 +51,7 @@ async function child(): Promise<void> {
 async function run(mode: string, env: Record<string, string>, sink: { spans: number }): Promise<Result> {
   const before = sink.spans;
   const p = fork(fileURLToPath(import.meta.url), ['--child'], {
-    execArgv: ['--no-allocation-site-pretenuring', '--import=./src/telemetry/register.ts'],
+    execArgv: SERVICE_NODE_FLAGS,
     env: { ...process.env, ...env },
   });
   const r = await new Promise<Omit<Result, 'mode' | 'spans'>>((resolve, reject) => {

@@ -11,7 +11,7 @@ import { createEndpoints } from '../../src/endpoints/index.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 
-const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
+const BIN = resolve(import.meta.dirname, '../../bin/hookstream');
 
 export interface Served {
   /** The last 200,000 characters of its stdout and stderr. */
@@ -27,8 +27,8 @@ export type Instance = Served;
 
 /** `hookstream serve` in a child process, at once: the caller waits for what it needs. */
 export function startServe(env: Record<string, string>): Served {
-  // npm start's node flags (package.json).
-  const child: ChildProcess = spawn(process.execPath, ['--no-allocation-site-pretenuring', MAIN, 'serve'], {
+  // As `npm start` runs it: bin/hookstream's Node and node flags.
+  const child: ChildProcess = spawn(BIN, ['serve'], {
     env: { ...process.env, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
