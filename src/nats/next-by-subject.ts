@@ -18,7 +18,7 @@ export interface NextBySubject {
   /**
    * The message stored at `seq`, or null when it is gone. By sequence, not by subject: nats-server 2.9.10's
    * subject index can lose a subject's earlier messages once its last one was removed before them
-   * (measured: next_by_subj skips a stored message; fixed by 2.15.1), so what the gate has read once it
+   * (next_by_subj skips a stored message; 2.10 finds it: test/subject-index.test.ts), so what the gate has read once it
    * checks again this way.
    */
   at(stream: string, seq: number): Promise<Stored | null>;

@@ -10,6 +10,13 @@ import { ConfigError } from '../errors.ts';
 
 export const SUPPORTED_FLOOR = '2.9.10';
 export const CLUSTER_FLOOR = '2.11.0';
+/**
+ * Per-key order (endpoints with `ordering: key`) across restarts and instances: below 2.10 a subject's
+ * index can hide a stored message from `next_by_subj` (three messages on a subject, the last removed, then
+ * the first: the one left is not found; 2.10 keeps the subject's last sequence up to date), and the
+ * ordering gate finds a key's deliveries through that index (test/subject-index.test.ts).
+ */
+export const ORDERING_FLOOR = '2.10.0';
 export const TESTED_VERSIONS = ['2.9.10', '2.10.27', '2.15.1'] as const;
 
 /** Numeric parts of `v2.15.1` or `2.9.10-beta`; undefined for anything else. */
