@@ -5,7 +5,12 @@
 // half the bound or more, and otherwise every half minute (it also counts other routers' deliveries): an
 // ordered endpoint far from its bound costs no request a second. So the bound is approximate by up to a
 // second or so of that endpoint's traffic (other routers': up to the half minute); past it the router
-// refuses a keyed delivery as JetStream refuses a full plain queue.
+// refuses a keyed delivery as JetStream refuses a full plain queue. A reading's answer counts what was
+// stored before it: what this router had stored by then is taken as in it, what was still on its way to the
+// stream is added. (Counting routed deliveries from the reading's start counted those stored while it was
+// under way twice, and refused deliveries with room left.) Those stored while a reading was under way may
+// be missing from its answer (made before they were stored): a second reading follows at once, so the
+// bound lets in at most those for a moment, and never refuses a delivery with room left.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { deliveryAddress, keyedConsumerName } from '../../streams/deliveries.ts';
 import { describe } from '../errors.ts';
@@ -17,15 +22,21 @@ const FAR_REFRESH_MS = 30_000;
 const FORGET_MS = 60_000;
 
 export interface KeyedQueueBound {
-  /** Whether the endpoint's keyed backlog is at the bound; a false answer counts as a delivery routed to it. */
+  /** Whether the endpoint's keyed backlog is at the bound; a false answer counts as a delivery on its way to it. */
   full(endpointId: string): boolean;
+  /** The publish of a delivery counted by full() was answered: `stored`, or not (it failed). */
+  answered(endpointId: string, stored: boolean): void;
 }
 
 interface Seen {
   /** The backlog as last read. */
   backlog: number;
-  /** Deliveries routed to it since the last read started. */
+  /** Deliveries this router stored since the last reading's answer. */
   since: number;
+  /** Deliveries counted by full() whose publish is not answered yet. */
+  onTheWay: number;
+  /** Deliveries this router stored while the reading under way was asked. */
+  storedDuring: number;
   readAt: number;
   askedAt: number;
   reading: boolean;
@@ -35,16 +46,19 @@ export function createKeyedQueueBound(deps: { jsm: JetStreamManager; shards: num
   const seen = new Map<string, Seen>();
   let swept = performance.now();
 
-  function read(endpointId: string, entry: Seen): void {
+  function read(endpointId: string, entry: Seen, again = true): void {
     entry.reading = true;
     entry.readAt = performance.now();
-    // What is routed from now on is not in the answer; what was routed before is (or is delivered already).
-    const counted = entry.since;
+    entry.storedDuring = 0;
     deps.jsm.consumers.info(deliveryAddress(endpointId, deps.shards).stream, keyedConsumerName(endpointId))
-      .then((ci) => { entry.backlog = ci.num_pending + ci.num_ack_pending; entry.since -= counted; })
+      .then((ci) => { entry.backlog = ci.num_pending + ci.num_ack_pending; entry.since = 0; })
       // Not created yet (no delivery instance reconciled it): nothing queued there.
       .catch((e: unknown) => deps.log.debug('could not read an ordered endpoint\'s backlog', { endpoint: endpointId, reason: describe(e) }))
-      .finally(() => { entry.reading = false; });
+      .finally(() => {
+        entry.reading = false;
+        // Stored while it was asked: maybe not in its answer. The next reading, asked now, has them.
+        if (again && entry.storedDuring > 0) read(endpointId, entry, false);
+      });
   }
 
   return {
@@ -55,15 +69,22 @@ export function createKeyedQueueBound(deps: { jsm: JetStreamManager; shards: num
         swept = now;
       }
       let entry = seen.get(endpointId);
-      if (!entry) seen.set(endpointId, (entry = { backlog: 0, since: 0, readAt: -Infinity, askedAt: now, reading: false }));
+      if (!entry) seen.set(endpointId, (entry = { backlog: 0, since: 0, onTheWay: 0, storedDuring: 0, readAt: -Infinity, askedAt: now, reading: false }));
       entry.askedAt = now;
-      const estimate = entry.backlog + entry.since;
+      const estimate = entry.backlog + entry.since + entry.onTheWay;
       const full = estimate >= deps.maxQueued;
-      // Counted before a read starts: a reading that comes back without it errs toward letting one more in.
-      if (!full) entry.since++;
+      if (!full) entry.onTheWay++;
       const every = estimate * 2 >= deps.maxQueued ? REFRESH_MS : FAR_REFRESH_MS;
       if (!entry.reading && now - entry.readAt >= every) read(endpointId, entry);
       return full;
+    },
+    answered(endpointId, stored) {
+      const entry = seen.get(endpointId);
+      if (!entry) return;
+      entry.onTheWay = Math.max(0, entry.onTheWay - 1);
+      if (!stored) return;
+      entry.since++;
+      if (entry.reading) entry.storedDuring++;
     },
   };
 }

@@ -29,15 +29,18 @@ export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type
 /**
  * The subject of one delivery, with its headers; a keyed one gets the key header and its barrier (`after`,
  * src/router/tenant-progress.ts), and `full` when its endpoint is at its queue bound
- * (src/router/keyed-bound.ts): refused as JetStream refuses a full subject.
+ * (src/router/keyed-bound.ts): refused as JetStream refuses a full subject; else `bounded`, counted by the
+ * bound until the router tells it the publish was answered.
  */
 export function deliverySubject(
   endpoint: Pick<EndpointState, 'id' | 'ordering'>, shards: number, ordering: EventOrdering | undefined, h: HeaderBlock, bound: KeyedQueueBound,
   after: () => number,
-): { subject: string; h: HeaderBlock; full?: PublishRejectedError } {
+): { subject: string; h: HeaderBlock; full?: PublishRejectedError; bounded?: true } {
   if (ordering === undefined || endpoint.ordering !== Ordering.Key) return { subject: deliveryAddress(endpoint.id, shards).subject, h };
   h.add(DeliveryHeader.OrderingKey, ordering.key);
   h.add(DeliveryHeader.OrderedAfter, String(after()));
-  const full = bound.full(endpoint.id) ? new PublishRejectedError('the ordered endpoint\'s queue is full', QUEUE_FULL_CODE) : undefined;
-  return { subject: keyedSubject(endpoint.id, shards, ordering.token), h, ...(full ? { full } : {}) };
+  const subject = keyedSubject(endpoint.id, shards, ordering.token);
+  // Not full: counted by the bound until its publish is answered (bound.answered).
+  if (!bound.full(endpoint.id)) return { subject, h, bounded: true };
+  return { subject, h, full: new PublishRejectedError('the ordered endpoint\'s queue is full', QUEUE_FULL_CODE) };
 }

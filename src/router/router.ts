@@ -434,7 +434,7 @@ export async function startRouter(deps: {
         const id = `${msgIdPrefix}.${endpoint.id}`;
         h.add(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
         const to = deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
-        return { subject: to.subject, headers: to.h.encoded(), full: to.full };
+        return { subject: to.subject, headers: to.h.encoded(), full: to.full, bounded: to.bounded };
       });
       // Each store is told to the marks as it is answered, in the order JetStream stored them.
       const results = await Promise.allSettled(prepared.map(({ subject, headers, full }) => (full ? Promise.reject(full) : fair.publish(parsed.tenant, subject, payload, headers).then((at) => {
@@ -446,6 +446,7 @@ export async function startRouter(deps: {
       let failed: unknown;
       results.forEach((r, i) => {
         const endpoint = list[i]!;
+        if (prepared[i]!.bounded) keyedBound.answered(endpoint.id, r.status === 'fulfilled');
         if (r.status === 'fulfilled') { storedNow.add(key(endpoint)); queuedAt.push([r.value.stream, r.value.seq, endpoint.id]); }
         else if (r.reason instanceof PublishRejectedError && r.reason.code === QUEUE_FULL_CODE) {
           // Its queue is full: recorded as dropped, never retried (src/router/dropped.ts).
