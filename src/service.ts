@@ -122,13 +122,15 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
   try {
     const serverVersion = nc.info?.version;
     // Once per server version, not at every start-up attempt.
-    if (serverVersion !== announcedVersion) log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
-    if (belowFloor(serverVersion) && serverVersion !== announcedVersion) {
-      log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
-    }
-    if (belowFloor(serverVersion, ORDERING_FLOOR) && serverVersion !== announcedVersion) {
-      log.warn(`nats-server ${serverVersion} can hide a stored delivery from the ordering gate, so after a restart a key's later event can go first: `
-        + `endpoints with ordering "key" need nats-server ${ORDERING_FLOOR.replace(/\.0$/, '')} or newer`, { version: serverVersion });
+    if (serverVersion !== announcedVersion) {
+      log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
+      if (belowFloor(serverVersion)) {
+        log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
+      }
+      if (belowFloor(serverVersion, ORDERING_FLOOR)) {
+        log.warn(`nats-server ${serverVersion} can hide a stored delivery from the ordering gate, so after a restart a key's later event can go first: `
+          + `endpoints with ordering "key" need nats-server ${ORDERING_FLOOR.replace(/\.0$/, '')} or newer`, { version: serverVersion });
+      }
     }
     announcedVersion = serverVersion;
     if (config.replicas > 1) {
