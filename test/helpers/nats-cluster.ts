@@ -52,7 +52,10 @@ export interface NatsCluster {
   /** Name of the JetStream meta leader, asked of any running node's monitoring port. */
   metaLeader(): Promise<string | undefined>;
   node(name: string): ClusterNode;
-  /** Wait until every running node reports the same meta leader. */
+  /**
+   * Wait until every running node reports the same meta leader, and that leader counts every other running
+   * node as a current peer.
+   */
   waitForMetaLeader(timeoutMs?: number): Promise<string>;
   dispose(): Promise<void>;
 }
@@ -127,10 +130,11 @@ async function startNatsClusterOnce(opts: ClusterOptions): Promise<NatsCluster> 
   const onExit = () => { for (const n of nodes) void n.kill(); };
   process.once('exit', onExit);
 
-  const jsz = async (n: ClusterNode): Promise<{ meta_cluster?: { leader?: string } } | undefined> => {
+  type Jsz = { meta_cluster?: { leader?: string; replicas?: { name: string; current: boolean }[] } };
+  const jsz = async (n: ClusterNode): Promise<Jsz | undefined> => {
     try {
       const res = await fetch(`http://127.0.0.1:${n.httpPort}/jsz`, { signal: AbortSignal.timeout(1000) });
-      return (await res.json()) as { meta_cluster?: { leader?: string } };
+      return (await res.json()) as Jsz;
     } catch {
       return undefined;
     }
@@ -149,8 +153,15 @@ async function startNatsClusterOnce(opts: ClusterOptions): Promise<NatsCluster> 
     async waitForMetaLeader(timeoutMs = 20_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
-        const seen = await Promise.all(nodes.filter((x) => x.running).map(async (n) => (await jsz(n))?.meta_cluster?.leader));
-        if (seen.length > 0 && seen[0] && seen.every((l) => l === seen[0])) return seen[0];
+        const running = nodes.filter((x) => x.running);
+        const metas = await Promise.all(running.map(async (n) => (await jsz(n))?.meta_cluster));
+        const seen = metas.map((m) => m?.leader);
+        const leader = seen[0];
+        // A leader that has not yet counted a node as its peer can shrink a new cluster's size when that
+        // node stops (nats-server 2.10's checkClusterSize; the cluster then refused three replicas for good).
+        const peers = metas[running.findIndex((n) => n.name === leader)]?.replicas ?? [];
+        const counted = running.every((n) => n.name === leader || peers.some((p) => p.name === n.name && p.current));
+        if (leader && seen.every((l) => l === leader) && counted) return leader;
         if (Date.now() > until) throw new Error(`no JetStream meta leader within ${timeoutMs} ms (seen ${JSON.stringify(seen)})`);
         await new Promise((r) => setTimeout(r, 100));
       }
