@@ -61,8 +61,9 @@ test("the parked bound: an endpoint's own, and its tenant's over all its ordered
   t.is(roomToPark({ parked: 1, bytes: MAX_PARKED_BYTES_PER_ENDPOINT }), 0);
   // The tenant's other ordered endpoints park too: this one gets what is left of the tenant's bound.
   const own = { parked: 100, bytes: 100_000 };
-  t.is(roomToPark(own, [own, { parked: MAX_PARKED_PER_TENANT - 150, bytes: 0 }]), 50);
-  t.is(roomToPark(own, [own, { parked: MAX_PARKED_PER_TENANT, bytes: 0 }]), 0);
-  t.is(roomToPark(own, [own, { parked: 10, bytes: MAX_PARKED_BYTES_PER_TENANT }]), 0);
-  t.is(roomToPark(own, [own, none]), MAX_PARKED_PER_ENDPOINT - 100);
+  const withOwn = (other: { parked: number; bytes: number }) => ({ parked: own.parked + other.parked, bytes: own.bytes + other.bytes });
+  t.is(roomToPark(own, withOwn({ parked: MAX_PARKED_PER_TENANT - 150, bytes: 0 })), 50);
+  t.is(roomToPark(own, withOwn({ parked: MAX_PARKED_PER_TENANT, bytes: 0 })), 0);
+  t.is(roomToPark(own, withOwn({ parked: 10, bytes: MAX_PARKED_BYTES_PER_TENANT - own.bytes })), 0);
+  t.is(roomToPark(own, withOwn(none)), MAX_PARKED_PER_ENDPOINT - 100);
 });

@@ -33,13 +33,16 @@ const PARKED_TRICKLE_MS = 1000;
 
 interface ParkedUsage { parked: number; bytes: number }
 
-/** How many more deliveries an endpoint may park: under its own bound and its tenant's (counts and bytes). */
-export function roomToPark(own: ParkedUsage, tenant?: ParkedUsage[]): number {
+/**
+ * How many more deliveries an endpoint may park: under its own bound and its tenant's (counts and bytes);
+ * `tenant` is what all the tenant's ordered endpoints here park, this one's included.
+ */
+export function roomToPark(own: ParkedUsage, tenant?: ParkedUsage): number {
   if (own.bytes >= MAX_PARKED_BYTES_PER_ENDPOINT) return 0;
   let room = MAX_PARKED_PER_ENDPOINT - own.parked;
   if (tenant) {
-    if (tenant.reduce((n, u) => n + u.bytes, 0) >= MAX_PARKED_BYTES_PER_TENANT) return 0;
-    room = Math.min(room, MAX_PARKED_PER_TENANT - tenant.reduce((n, u) => n + u.parked, 0));
+    if (tenant.bytes >= MAX_PARKED_BYTES_PER_TENANT) return 0;
+    room = Math.min(room, MAX_PARKED_PER_TENANT - tenant.parked);
   }
   return Math.max(0, room);
 }
@@ -181,10 +184,18 @@ export function createPullLoops(deps: {
     return Math.min(max, Math.max(1, Math.min(sockets - others, cap)));
   }
 
+  // Asked at every pull and every delivery: sums in place, no object per lane.
   function parkRoom(lane: Lane, gate: KeyGate): number {
+    const own = { parked: gate.parked(), bytes: gate.parkedBytes() };
     const shared = lane.tenant === undefined ? undefined : gatedOf.get(lane.tenant);
-    const usage = (g: KeyGate) => ({ parked: g.parked(), bytes: g.parkedBytes() });
-    return roomToPark(usage(gate), shared && shared.size > 1 ? [...shared].flatMap((l) => (l.gate ? [usage(l.gate)] : [])) : undefined);
+    if (!shared || shared.size < 2) return roomToPark(own);
+    const tenant = { parked: 0, bytes: 0 };
+    for (const l of shared) {
+      if (!l.gate) continue;
+      tenant.parked += l.gate.parked();
+      tenant.bytes += l.gate.parkedBytes();
+    }
+    return roomToPark(own, tenant);
   }
 
   function start(lane: Lane, tracked: InFlight): void {
