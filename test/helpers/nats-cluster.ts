@@ -158,7 +158,7 @@ async function startNatsClusterOnce(opts: ClusterOptions): Promise<NatsCluster> 
         const seen = metas.map((m) => m?.leader);
         const leader = seen[0];
         // A leader that has not yet counted a node as its peer can shrink a new cluster's size when that
-        // node stops (nats-server 2.10's checkClusterSize; the cluster then refused three replicas for good).
+        // node stops (nats-server's checkClusterSize; a test's cluster then refused three replicas for a minute).
         const peers = metas[running.findIndex((n) => n.name === leader)]?.replicas ?? [];
         const counted = running.every((n) => n.name === leader || peers.some((p) => p.name === n.name && p.current));
         if (leader && seen.every((l) => l === leader) && counted) return leader;
