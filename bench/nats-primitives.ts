@@ -21,10 +21,10 @@ import type { PulledMsg } from '../src/nats/pulled-msg.ts';
 import { cpuTicks, TICKS } from './metering.ts';
 import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
+import { NATS_BINARY as BINARY } from '../test/helpers/nats-binary.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
 import { sleep } from './time.ts';
 
-const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
 const figures: Record<string, unknown> = {};
 const say = (key: string, value: unknown, note = '') => {
   figures[key] = value;

@@ -7,7 +7,6 @@
 //
 // This file is the entry: options (options.ts), the groups (scenarios/; --cluster: scenarios/cluster.ts), the child processes
 // (processes.ts), the load (load.ts), metering (metering.ts) and the report (report.ts).
-import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { loadConfig } from '../src/config.ts';
 import { initSodium } from '../src/crypto/sodium.ts';
@@ -18,6 +17,7 @@ import { groupSmall } from './scenarios/e100.ts';
 import { groupMedium } from './scenarios/e5000.ts';
 import { groupLarge } from './scenarios/e10000.ts';
 import { CLUSTER_KEYS, groupCluster } from './scenarios/cluster.ts';
+import { NATS_VERSION } from '../test/helpers/nats-binary.ts';
 
 async function main(): Promise<number> {
   let opts: Options;
@@ -31,7 +31,7 @@ async function main(): Promise<number> {
   }
   const size = SIZES[opts.size];
   await initSodium();
-  const natsVersion = (() => { try { return execFileSync(process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server', ['--version']).toString().trim(); } catch { return 'unknown'; } })();
+  const natsVersion = `nats-server ${NATS_VERSION ?? 'unknown'}`;
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${natsVersion}`;
   say(`hookstream bench (${opts.size}): ${machine}`);
   const figures: Figures = Object.fromEntries([...KEYS, ...(opts.cluster ? CLUSTER_KEYS : [])].map((k) => [k, null]));

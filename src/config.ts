@@ -91,7 +91,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'NATS_URL', default: 'nats://127.0.0.1:4222', meaning: 'NATS server(s), comma-separated' },
   { name: 'NATS_USER', default: '', meaning: 'NATS user (see nats.conf)' },
   { name: 'NATS_PASSWORD', default: '', meaning: 'NATS password' },
-  { name: 'NATS_SERVER_BIN', default: '', meaning: 'the nats-server binary `npm start` runs when no NATS answers (default: from PATH, /usr/sbin, /usr/local/sbin)' },
+  { name: 'NATS_SERVER_BIN', default: '', meaning: 'the nats-server binary (2.10 or later) `npm start` runs when no NATS answers (default: from PATH, /usr/sbin, /usr/local/sbin when 2.10 or later, else Debian stable\'s, downloaded into .cache/)' },
   { name: 'DATABASE_URL', default: 'postgres://postgres@127.0.0.1:5432/hookstream', meaning: 'Postgres; the database is created if missing' },
   { name: 'HOST', default: '127.0.0.1', meaning: 'API listen address' },
   { name: 'PORT', default: '8080', meaning: 'API listen port' },

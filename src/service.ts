@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Config, Role } from './config.ts';
 import { onLogLineDropped, type Logger } from './log.ts';
 import { createServiceMetrics, type ServiceMetrics } from './metrics.ts';
-import { belowFloor, clusterFloorError, ORDERING_FLOOR, seenServers, SUPPORTED_FLOOR, TESTED_VERSIONS } from './nats/server-version.ts';
+import { clusterFloorError, floorError, seenServers, TESTED_VERSIONS } from './nats/server-version.ts';
 import { connectNats, SERVICE_INBOX_PREFIX } from './nats/connect.ts';
 import { logConnectionChanges } from './nats/connection-log.ts';
 import { describe } from './errors.ts';
@@ -124,18 +124,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // Once per server version, not at every start-up attempt.
     if (serverVersion !== announcedVersion) {
       log.info('connected to nats-server', { version: serverVersion ?? 'unknown', tested: TESTED_VERSIONS.join(', ') });
-      if (belowFloor(serverVersion)) {
-        log.warn(`nats-server ${serverVersion} is older than ${SUPPORTED_FLOOR}, the oldest hookstream is tested on: upgrade it`, { version: serverVersion });
-      }
-      if (belowFloor(serverVersion, ORDERING_FLOOR)) {
-        log.warn(`nats-server ${serverVersion} can hide a stored delivery from the ordering gate, so after a restart a key's later event can go first: `
-          + `endpoints with ordering "key" need nats-server ${ORDERING_FLOOR.replace(/\.0$/, '')} or newer`, { version: serverVersion });
-      }
     }
+    const tooOld = floorError(serverVersion, nc.getServer());
+    if (tooOld) throw tooOld;
     announcedVersion = serverVersion;
     if (config.replicas > 1) {
-      const tooOld = clusterFloorError(config.replicas, await seenServers(nc.info));
-      if (tooOld) throw tooOld;
+      const tooOldForReplicas = clusterFloorError(config.replicas, await seenServers(nc.info));
+      if (tooOldForReplicas) throw tooOldForReplicas;
     }
     step('JetStream');
     const js = jetstream(nc);

@@ -23,11 +23,11 @@ export const QUEUE_RETENTION_MS = 28 * 24 * 3600_000;
 export const QUEUE_FULL_CODE = 10077;
 /**
  * Consumers (endpoints) one delivery stream takes. nats-server 2.15 caps every stream at 1,000 consumers
- * unless the stream sets a positive limit of its own (measured, bench/nats-primitives.ts); 2.9 has no cap
+ * unless the stream sets a positive limit of its own (measured, bench/nats-primitives.ts); 2.10 has no cap
  * but slows long before this many (10,000 on one stream: 81 s to create, 512 MB).
  */
 export const DELIVERY_MAX_CONSUMERS = 100_000;
-/** nats-server's answer to an invalid stream update, such as 2.9's refusal to change max_consumers (10052). */
+/** nats-server's answer to an invalid stream update, such as 2.10's and 2.11's refusal to change max_consumers (10052). */
 const STREAM_INVALID_CONFIG = 10052;
 
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
@@ -196,7 +196,7 @@ export async function ensureDeliveryStreams(
     try {
       await ensureStream(jsm, def, opts);
     } catch (e) {
-      // A stream created before the limit was set, on a server that cannot change it (2.9): such a server
+      // A stream created before the limit was set, on a server that cannot change it (2.10, 2.11): such a server
       // has no default cap either, so the stream stays unlimited. Any other refusal comes back below.
       if (!isApiError(e, STREAM_INVALID_CONFIG)) throw e;
       const { max_consumers: _unchanged, ...rest } = def;

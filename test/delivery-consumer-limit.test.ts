@@ -1,6 +1,6 @@
 // More endpoints on one delivery stream than nats-server 2.15's default cap of 1,000 consumers per stream
 // (issue 18): the delivery streams set a limit of their own, and streams created before that keep working
-// on every supported server (2.9 cannot change the limit of an existing stream, and has no cap).
+// on every supported server (2.10 cannot change the limit of an existing stream, and has no cap).
 import test from 'ava';
 import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -52,7 +52,7 @@ test('a delivery stream created without the limit starts, and takes more than 1,
   });
   await ensureDeliveryStreams(jsm, 1, 100);
   const si = await jsm.streams.info(deliveryStream(0));
-  // Raised where the server may change it (2.15), unlimited where it may not (2.9, which has no cap).
+  // Raised where the server may change it (2.15), unlimited where it may not (2.10, which has no cap).
   t.true(si.config.max_consumers === DELIVERY_MAX_CONSUMERS || si.config.max_consumers <= 0, String(si.config.max_consumers));
   t.is(si.config.max_msgs_per_subject, 100, 'the rest of the definition is applied either way');
   t.is(await addEndpoints(jsm), ENDPOINTS);

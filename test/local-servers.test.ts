@@ -3,7 +3,8 @@
 // walk-through (API key, endpoint, listen, publish, an operator's command) reaches a verified delivery with
 // no configuration; SIGTERM stops what it started (checked by pid), a second start finds the data, and a
 // start after a SIGKILL stops the servers the killed one left before using their data.
-// Also: NODE_ENV=production refuses, and a missing nats-server names the command that installs it.
+// Also: NODE_ENV=production refuses, a nats-server too old on the default address gets a local one beside it,
+// and a missing nats-server is downloaded or named.
 import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { isHookstreamError } from '../src/errors.ts';
 import { findNatsServer } from '../src/local/nats-server.ts';
 import { isAlive, RUNNING_FILE } from '../src/local/state.ts';
 import { createNetns, netnsAvailable, type Netns } from './helpers/netns.ts';
+import { OLD_NATS_BINARY } from './helpers/nats-binary.ts';
 
 // What `npm start` and `npx hookstream` run.
 const BIN = fileURLToPath(new URL('../bin/hookstream', import.meta.url));
@@ -171,6 +173,38 @@ nsTest('npm start with nothing running: the README walk-through to a verified de
   t.deepEqual(processesIn(dataDir), []);
 });
 
+const oldNsTest = netnsAvailable() && OLD_NATS_BINARY !== undefined ? test.serial : test.serial.skip;
+
+oldNsTest('npm start with a nats-server below 2.10 on the default address: a local one of its own beside it, the old one untouched', async (t) => {
+  t.timeout(300_000);
+  const ns = await createNetns();
+  const { root, dataDir } = freshDir();
+  const env = cleanEnv(dataDir);
+  const old = ns.spawn(OLD_NATS_BINARY!, ['-a', '127.0.0.1', '-p', '4222', '-js', '-sd', join(root, 'old-nats')], { stdio: 'ignore' });
+  let first: ReturnType<typeof serve> | undefined;
+  t.teardown(async () => {
+    if (first) await stop(first.child);
+    for (const p of processesIn(dataDir)) { try { process.kill(Number(p.split(':')[0]), 'SIGKILL'); } catch { /* gone */ } }
+    old.kill('SIGKILL');
+    ns.dispose();
+    rmSync(root, { recursive: true, force: true });
+  });
+  for (let i = 0; i < 100 && (await ns.run('sh', ['-c', 'exec 3<>/dev/tcp/127.0.0.1/4222'])).code !== 0; i++) await new Promise((r) => setTimeout(r, 100));
+
+  first = serve(ns, env);
+  await first.out.wait(/hookstream started/, 'start-up');
+  const [, port] = first.out.text.match(/the nats-server on 127\.0\.0\.1:4222 runs 2\.9\.10, older than 2\.10: started a local nats-server on 127\.0\.0\.1:(\d+)/) ?? [];
+  t.truthy(port, first.out.text);
+  t.not(port, '4222');
+  // The CLI finds the local one too: a key, then an event published into it.
+  const r = await ns.run(BIN, ['events', 'publish', '--tenant', 'tenant_42', '--type', 'user.created', '--data', '{"userId":"user_1"}'], { env });
+  t.is(r.code, 0, r.stderr);
+  t.is(await stop(first.child), 0, first.out.text);
+  first = undefined;
+  t.deepEqual(processesIn(dataDir), []);
+  t.is(old.exitCode, null, 'the old nats-server still runs');
+});
+
 nsTest('NODE_ENV=production never starts a local server: one line names the variable to set', async (t) => {
   const ns = await createNetns();
   const { root, dataDir } = freshDir();
@@ -194,25 +228,44 @@ nsTest('a NATS_SERVER_BIN that is not there stops start-up with one line, before
   const r = await ns.run(BIN, ['serve'], { env: cleanEnv(dataDir, { NATS_SERVER_BIN: join(root, 'nats-server') }) });
   t.is(r.code, 1);
   t.is(r.stderr.trim().split('\n').length, 1, r.stderr);
-  t.regex(r.stderr, /NATS_SERVER_BIN: .* is not an executable file; .*`apt-get install nats-server` \(Debian, Ubuntu\) or `brew install nats-server` \(macOS\)/);
+  t.regex(r.stderr, /NATS_SERVER_BIN: .* is not an executable file; .*`bin\/fetch-nats-server` downloads one, .*`apt-get install nats-server` \(Debian 13, Ubuntu 24.04 and later\) or `brew install nats-server` \(macOS\)/);
   t.false(existsSync(dataDir), 'no Postgres was started for nothing');
 });
 
-test('no nats-server on PATH: the error names the command that installs it on Debian/Ubuntu and on macOS', (t) => {
+test('the nats-server npm start runs: from PATH or the sbin directories when recent enough, else downloaded; the error names how to get one', (t) => {
   const root = mkdtempSync(join(tmpdir(), 'hookstream-bin-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   const empty = join(root, 'empty');
   mkdirSync(empty);
-  const e = t.throws(() => findNatsServer({ PATH: empty }, []));
-  t.true(isHookstreamError(e));
-  t.is(e?.message, 'NATS_URL: is not set and no NATS server answers on the default address; no nats-server binary to start one: install it with `apt-get install nats-server` (Debian, Ubuntu) or `brew install nats-server` (macOS)');
+  const fake = (dir: string, version: string) => {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'nats-server'), `#!/bin/sh\necho "nats-server: v${version}"\n`, { mode: 0o755 });
+    return join(dir, 'nats-server');
+  };
+  const fetched: string[] = [];
+  const fetch = () => { fetched.push('fetch'); return '/cache/nats-server'; };
+  const failing = () => { throw Object.assign(new Error('exit 1'), { stderr: 'fetch-nats-server: cannot download http://deb.debian.org/x.deb\n' }); };
   // Found on PATH, and in the sbin directories a normal user's PATH lacks on Debian.
-  const bin = join(root, 'bin');
-  mkdirSync(bin);
-  writeFileSync(join(bin, 'nats-server'), '#!/bin/sh\n', { mode: 0o755 });
-  t.is(findNatsServer({ PATH: `${empty}:${bin}` }, []), join(bin, 'nats-server'));
-  t.is(findNatsServer({ PATH: empty }, [bin]), join(bin, 'nats-server'));
+  const recent = fake(join(root, 'bin'), '2.10.27');
+  t.is(findNatsServer({ PATH: `${empty}:${join(root, 'bin')}` }, { fallbackDirs: [], fetch }), recent);
+  t.is(findNatsServer({ PATH: empty }, { fallbackDirs: [join(root, 'bin')], fetch }), recent);
+  t.deepEqual(fetched, []);
+  // None, or one below the floor (Debian bookworm's 2.9.10): downloaded, and said why first.
+  const why: string[] = [];
+  t.is(findNatsServer({ PATH: empty }, { fallbackDirs: [], fetch, fetched: (w) => why.push(w) }), '/cache/nats-server');
+  const old = fake(join(root, 'old'), '2.9.10');
+  t.is(findNatsServer({ PATH: join(root, 'old') }, { fallbackDirs: [], fetch, fetched: (w) => why.push(w) }), '/cache/nats-server');
+  t.deepEqual(why, ['no nats-server binary on PATH', `${old} is nats-server 2.9.10, older than 2.10`]);
+  // The download failed: one line with its reason and how to install one.
+  const e = t.throws(() => findNatsServer({ PATH: empty }, { fallbackDirs: [], fetch: failing }));
+  t.true(isHookstreamError(e));
+  t.is(e?.message, 'NATS_URL: is not set and no NATS server 2.10 or newer answers on the default address; downloading one failed '
+    + '(fetch-nats-server: cannot download http://deb.debian.org/x.deb): `bin/fetch-nats-server` downloads one, or install nats-server 2.10 or newer: '
+    + '`apt-get install nats-server` (Debian 13, Ubuntu 24.04 and later) or `brew install nats-server` (macOS)');
   // A non-executable file is no binary.
   writeFileSync(join(empty, 'nats-server'), 'not a program', { mode: 0o644 });
-  t.throws(() => findNatsServer({ PATH: empty }, []), { message: /apt-get install nats-server/ });
+  t.is(findNatsServer({ PATH: empty }, { fallbackDirs: [], fetch }), '/cache/nats-server');
+  // NATS_SERVER_BIN is taken as given, and refused below the floor rather than replaced.
+  t.is(findNatsServer({ NATS_SERVER_BIN: recent }, { fetch }), recent);
+  t.throws(() => findNatsServer({ NATS_SERVER_BIN: old }, { fetch }), { message: `NATS_SERVER_BIN: ${old} is nats-server 2.9.10; hookstream needs 2.10 or newer: unset it, or \`bin/fetch-nats-server\` downloads one, or install nats-server 2.10 or newer: \`apt-get install nats-server\` (Debian 13, Ubuntu 24.04 and later) or \`brew install nats-server\` (macOS)` });
 });

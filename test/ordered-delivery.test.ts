@@ -14,7 +14,6 @@ import type { TenantId } from '../src/domain/ids.ts';
 import { isOrderingKey, orderingKeyOf, orderingToken, ORDERING_KEY_HEADER } from '../src/domain/ordering-key.ts';
 import { consumerEndpoint, deliveryAddress, DeliveryHeader, isEndpointSubject, keyedConsumerName, keyedSubject } from '../streams/deliveries.ts';
 import { listConsumers } from '../streams/ensure.ts';
-import { belowFloor, ORDERING_FLOOR } from '../src/nats/server-version.ts';
 
 // Steps longer than the gate's first look (250 ms), short enough for a dead letter in ~10 s.
 const SCHEDULE = '1s,2s,2s,2s,2s';
@@ -95,12 +94,7 @@ test.serial('100 keys x 20 events, 20 % of first attempts failing: each key in o
   const inOrder = Array.from({ length: EVENTS }, (_, n) => n);
   const out = Array.from({ length: KEYS }, (_, k) => `user_k${k}`).filter((k) => JSON.stringify(firstOk.get(k)) !== JSON.stringify(inOrder));
   for (const k of out) t.log(`${k} out of order: ${firstOk.get(k)!.join(' ')}`);
-  const version = h.service.nc.info?.version;
-  // Below ORDERING_FLOOR a late-stored delivery can hide an earlier one of its key from the gate
-  // (test/subject-index.test.ts; docs/ordered-delivery.md): there a key now and then goes out of order
-  // after the restart (1 of 100 keys, once in CI); a gate that ignored order would put most keys out.
-  if (belowFloor(version, ORDERING_FLOOR)) t.true(out.length <= 3, `nats-server ${version}: ${out.length} keys out of order`);
-  else t.deepEqual(out, [], 'every key in order');
+  t.deepEqual(out, [], 'every key in order');
   t.log(`${r.received.length} requests for ${KEYS * EVENTS} events`);
 });
 

@@ -41,7 +41,7 @@ import { DeliveryState, WaitingOn, type DeliveryShowOut } from './protocol.ts';
 /** Messages of one endpoint's backlog read at most while looking for a webhook-id. */
 export const MAX_QUEUE_SCAN = 10_000;
 
-// A plain object, so it passes as the client's MsgRequest type; nats-server 2.9 answers next_by_subj.
+// A plain object, so it passes as the client's MsgRequest type; nats-server answers next_by_subj.
 const nextBySubject = (subject: string, seq: number) => ({ seq, next_by_subj: subject });
 
 export function createDeliveryStates(deps: {

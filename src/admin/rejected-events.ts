@@ -10,7 +10,7 @@ import { encodeRejectedCursor, type RejectedQuery } from './requests.ts';
 
 /**
  * Records read per request at most: with a tenant filter, other tenants' records are skipped one by one
- * (JetStream 2.9 has no "previous message on this subject"), so a page may come back short, with a cursor.
+ * (JetStream has no "previous message on this subject"), so a page may come back short, with a cursor.
  */
 const MAX_SCAN = 1000;
 const UTF8 = new TextDecoder('utf-8', { fatal: true });

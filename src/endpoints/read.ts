@@ -27,7 +27,7 @@ export interface ReadOptions {
 }
 
 /**
- * The first message at or after `seq` on a subject. STREAM.MSG.GET takes next_by_subj (nats-server 2.9+)
+ * The first message at or after `seq` on a subject. STREAM.MSG.GET takes next_by_subj,
  * though the client's type for getMessage leaves it out.
  */
 const nextOf = (subject: string, seq: number): MsgRequest => ({ seq, next_by_subj: subject }) as NextMsgRequest as unknown as MsgRequest;

@@ -4,12 +4,14 @@
 // (src/local/state.ts). A configured URL is always used as given; NODE_ENV=production never starts one.
 import { execFileSync } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, describe } from '../errors.ts';
 import { redactUrl, type Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import { answers, type ServerChild } from './child.ts';
+import { belowFloor, FLOOR, probeServer, short } from '../nats/server-version.ts';
 import { findNatsServer, natsConfVariables, passwordVariable, startNatsServer } from './nats-server.ts';
 import { startPostgres } from './postgres.ts';
 import { ensureCredentials, isAlive, readCredentials, readRunning, removeRunning, writeRunning, type RunningServers } from './state.ts';
@@ -55,6 +57,18 @@ export async function useLocalServers(config: Config, as: LocalNatsUser): Promis
   return out;
 }
 
+/** A TCP port free on `host` now (the OS picks it). */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /** Whether `pid` runs a command naming `dir` (so a recorded pid reused by another process is left alone). */
 function runsIn(pid: number, dir: string): boolean {
   try {
@@ -95,9 +109,21 @@ export async function startLocalServers(config: Config, log: Logger, opts: { dat
     await removeRunning(dataDir);
   }
 
-  const nats = hostPort(config.natsUrl, 4222);
+  let nats = hostPort(config.natsUrl, 4222);
   const db = hostPort(config.databaseUrl, 5432);
-  const startNats = !config.natsUrlSet && !(await answers(nats.host, nats.port));
+  let startNats = !config.natsUrlSet && !(await answers(nats.host, nats.port));
+  let natsWhy = `no NATS server answered on ${nats.host}:${nats.port}: started a local nats-server there`;
+  if (!config.natsUrlSet && !startNats) {
+    // A server too old for hookstream on the default address (a distribution's older package): one of
+    // our own beside it, as if none answered, rather than a refusal at connect.
+    const { version } = await probeServer(`${nats.host}:${nats.port}`);
+    if (belowFloor(version)) {
+      startNats = true;
+      const taken = `${nats.host}:${nats.port}`;
+      nats = { host: nats.host, port: await freePort(nats.host) };
+      natsWhy = `the nats-server on ${taken} runs ${version}, older than ${short(FLOOR)}: started a local nats-server on ${nats.host}:${nats.port}`;
+    }
+  }
   const startDb = opts.database && !config.databaseUrlSet && !(await answers(db.host, db.port));
   if (!startNats && !startDb) return unchanged;
   if (config.production) {
@@ -105,7 +131,9 @@ export async function startLocalServers(config: Config, log: Logger, opts: { dat
     throw new ConfigError(variable, `is not set and nothing answers on ${url}; with NODE_ENV=production hookstream never starts a local ${what}: set ${variable}`);
   }
   // Found before anything starts, so a missing binary costs nothing to undo.
-  const binary = startNats ? findNatsServer(process.env) : undefined;
+  const binary = startNats
+    ? findNatsServer(process.env, { fetched: (why) => log.info(`${why}: downloading Debian stable's nats-server into the project's cache (bin/fetch-nats-server stable)`) })
+    : undefined;
 
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const creds = await ensureCredentials(dataDir, natsConfVariables());
@@ -140,7 +168,7 @@ export async function startLocalServers(config: Config, log: Logger, opts: { dat
       started.push({ name: 'nats-server', child, signal: 'SIGTERM' });
       record.nats = { url: `nats://${nats.host}:${nats.port}`, pid: child.pid };
       Object.assign(out, { natsUrl: record.nats.url, natsUser: 'service', natsPassword: creds.nats[passwordVariable('service')], ...consoleUser(config, creds.nats) });
-      log.info(`no NATS server answered on ${nats.host}:${nats.port}: started a local nats-server there (${binary}, nats.conf's users), JetStream store in ${join(dataDir, 'nats')}`, { pid: child.pid });
+      log.info(`${natsWhy} (${binary}, nats.conf's users), JetStream store in ${join(dataDir, 'nats')}`, { pid: child.pid });
     }
     for (const s of started) {
       s.child.onUnexpectedExit((code, signal) => log.error(`the local ${s.name} exited; its log is in ${dataDir}`, { code, signal }));

@@ -2,7 +2,7 @@
 // sequence header: the ordering gate's question (issue 21). A plain request on one reply subscription
 // (src/nats/replies.ts) that reads only those two: nats.js's jsm.streams.getMessage builds a request of
 // its own each time and decodes the whole stored message (measured on 2.9.10: ~100 µs of client CPU per
-// read against ~35 µs here). `$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj` (nats-server 2.9 on).
+// read against ~35 µs here). `$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj`.
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { createReplies } from './replies.ts';
 
@@ -16,10 +16,9 @@ export interface NextBySubject {
   /** The oldest message stored on `subject` at or after `from`, or null when there is none. */
   next(stream: string, subject: string, from: number): Promise<Stored | null>;
   /**
-   * The message stored at `seq`, or null when it is gone. By sequence, not by subject: nats-server 2.9.10's
-   * subject index can lose a subject's earlier messages once its last one was removed before them
-   * (next_by_subj skips a stored message; 2.10 finds it: test/subject-index.test.ts), so what the gate has read once it
-   * checks again this way.
+   * The message stored at `seq`, or null when it is gone: how the gate checks again what it has read once.
+   * By sequence, not by subject: below 2.10 a subject's index could skip a stored message
+   * (test/server-floor.test.ts).
    */
   at(stream: string, seq: number): Promise<Stored | null>;
   /** The last message stored on `subject`, or null when there is none. */

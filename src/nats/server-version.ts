@@ -1,23 +1,22 @@
-// Which nats-server versions hookstream is tested on, and what start-up says about the servers it sees.
-// Tested: 2.9.10 (Debian bookworm), 2.10.27 (Debian trixie, `bin/fetch-nats-server stable`) and 2.15.1 (Debian
-// unstable, `bin/fetch-nats-server`); the floor is the oldest tested release, whose JetStream behaviour
-// (backoff, nak delays, advisories) the delivery role is written against. Replicated streams need more:
-// below 2.11 a replicated work-queue stream's replicas can diverge after "stream store EOF → Resetting
-// stream cluster state" and lose deliveries (nats-server #3999, #6140, #6486; measured on a 2.9.10 cluster
-// under the fault suite's chaos), so HOOKSTREAM_REPLICAS > 1 refuses to start on any server below CLUSTER_FLOOR.
+// Which nats-server versions hookstream runs on, and what start-up says about the servers it sees.
+// Tested: 2.10.27 (Debian stable, trixie; `bin/fetch-nats-server stable`) and 2.15.1 (Debian unstable,
+// `bin/fetch-nats-server`). Start-up refuses a server below FLOOR: below 2.10 a subject's index can hide a
+// stored message from `next_by_subj` (three messages on a subject, the last removed, then the first: the
+// one left is not found), and the ordering gate finds a key's deliveries through that index
+// (test/server-floor.test.ts); 2.10 also brings several filter subjects per consumer. Replicated streams
+// need more: below 2.11 a replicated work-queue stream's replicas can diverge after "stream store EOF →
+// Resetting stream cluster state" and lose deliveries (nats-server #3999, #6140, #6486; measured on a
+// 2.9.10 cluster under the fault suite's chaos), so HOOKSTREAM_REPLICAS > 1 refuses to start on any server
+// below CLUSTER_FLOOR.
 import { connect as tcpConnect } from 'node:net';
 import { ConfigError } from '../errors.ts';
 
-export const SUPPORTED_FLOOR = '2.9.10';
+export const FLOOR = '2.10.0';
 export const CLUSTER_FLOOR = '2.11.0';
-/**
- * Per-key order (endpoints with `ordering: key`) across restarts and instances: below 2.10 a subject's
- * index can hide a stored message from `next_by_subj` (three messages on a subject, the last removed, then
- * the first: the one left is not found; 2.10 keeps the subject's last sequence up to date), and the
- * ordering gate finds a key's deliveries through that index (test/subject-index.test.ts).
- */
-export const ORDERING_FLOOR = '2.10.0';
-export const TESTED_VERSIONS = ['2.9.10', '2.10.27', '2.15.1'] as const;
+export const TESTED_VERSIONS = ['2.10.27', '2.15.1'] as const;
+
+/** `2.10.0` as people say it: `2.10`. */
+export const short = (floor: string): string => floor.replace(/\.0$/, '');
 
 /** Numeric parts of `v2.15.1` or `2.9.10-beta`; undefined for anything else. */
 export function parseVersion(v: string | undefined): [number, number, number] | undefined {
@@ -26,12 +25,19 @@ export function parseVersion(v: string | undefined): [number, number, number] | 
 }
 
 /** Whether `v` is below `floor`; unknown versions are not judged. */
-export function belowFloor(v: string | undefined, floor = SUPPORTED_FLOOR): boolean {
+export function belowFloor(v: string | undefined, floor = FLOOR): boolean {
   const have = parseVersion(v);
   const min = parseVersion(floor)!;
   if (!have) return false;
   for (let i = 0; i < 3; i++) if (have[i] !== min[i]) return have[i]! < min[i]!;
   return false;
+}
+
+/** The refusal of a server below FLOOR at `url`; undefined when fine (or its version is unknown). */
+export function floorError(version: string | undefined, url: string): ConfigError | undefined {
+  if (!belowFloor(version)) return undefined;
+  return new ConfigError('NATS_URL', `the nats-server at ${url} runs ${version}; hookstream needs ${short(FLOOR)} or newer (Debian stable and `
+    + `Ubuntu 24.04 ship it; \`bin/fetch-nats-server\` downloads one): upgrade it, or set NATS_URL to a newer server`);
 }
 
 /** A server of the cluster as the client sees it: where, and the version its INFO names. */
@@ -43,7 +49,7 @@ export function clusterFloorError(replicas: number, servers: readonly SeenServer
   const old = servers.filter((s) => belowFloor(s.version, CLUSTER_FLOOR)).sort((a, b) => (a.name ?? a.address).localeCompare(b.name ?? b.address));
   if (old.length === 0) return undefined;
   const named = old.map((s) => `${s.name ?? s.address} runs ${s.version}`).join(', ');
-  return new ConfigError('HOOKSTREAM_REPLICAS', `${replicas} needs nats-server ${CLUSTER_FLOOR.replace(/\.0$/, '')} or newer on every server `
+  return new ConfigError('HOOKSTREAM_REPLICAS', `${replicas} needs nats-server ${short(CLUSTER_FLOOR)} or newer on every server `
     + `of the cluster (older servers can lose deliveries of replicated streams): ${named}; upgrade them, or set HOOKSTREAM_REPLICAS=1 `
     + 'on a single server');
 }

@@ -8,7 +8,7 @@ import test from 'ava';
 import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { join, relative } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { startNatsCluster, CLUSTER_PASSWORDS, REPLICAS_SUPPORTED, type NatsCluster } from '../helpers/nats-cluster.ts';
+import { startNatsCluster, CLUSTER_PASSWORDS, REPLICAS_SUPPORTED, CLUSTER_SERVER_VERSION, type NatsCluster } from '../helpers/nats-cluster.ts';
 import { createTestDatabase } from '../helpers/database.ts';
 import { connectNats } from '../../src/nats/connect.ts';
 import type { TenantId } from '../../src/domain/ids.ts';
@@ -108,7 +108,7 @@ withInstances('erasure on a 3-node cluster: no plain-text copy in a delivery str
       if (Date.now() - erasedAt > 240_000) { t.fail(`still in raft logs after 4 minutes: ${left.join(', ')}`); break; }
       await new Promise((resolve) => setTimeout(resolve, 5000));
     }
-    t.log(`nothing left anywhere ${Math.round((Date.now() - erasedAt) / 1000)} s after the erasure (nats-server ${process.env['NATS_SERVER_BIN'] ?? '2.9.10'})`);
+    t.log(`nothing left anywhere ${Math.round((Date.now() - erasedAt) / 1000)} s after the erasure (nats-server ${CLUSTER_SERVER_VERSION ?? '?'})`);
   } finally {
     await receiver.close();
     await operator.close().catch(() => {});

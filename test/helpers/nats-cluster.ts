@@ -1,7 +1,7 @@
 // Three nats-servers forming a JetStream cluster on loopback: free ports, private store directories, and
 // one generated config per node that includes a copy of the project's nats.conf (its accounts and users)
 // and adds the cluster block. Nodes can be killed (SIGKILL) and started again on the same ports and store.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,10 +9,10 @@ import { freePort, waitForPort } from './nats-server.ts';
 import { NATS_CONF, natsConfPasswords } from './nats-conf.ts';
 import { belowFloor, CLUSTER_FLOOR } from '../../src/nats/server-version.ts';
 
-const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+import { NATS_BINARY as BINARY, NATS_VERSION } from './nats-binary.ts';
 
-/** The version of the nats-server the clusters run (`nats-server: v2.9.10`). */
-export const CLUSTER_SERVER_VERSION = /v?(\d+\.\d+\.\d+)/.exec(execFileSync(BINARY, ['--version'], { encoding: 'utf8' }))?.[1];
+/** The version of the nats-server the clusters run (`2.10.27`). */
+export const CLUSTER_SERVER_VERSION = NATS_VERSION;
 /** Whether hookstream runs with replicas on it (src/nats/server-version.ts refuses older servers). */
 export const REPLICAS_SUPPORTED = !belowFloor(CLUSTER_SERVER_VERSION, CLUSTER_FLOOR);
 
@@ -63,7 +63,7 @@ export interface NatsCluster {
 type ClusterOptions = { size?: number; name?: string; binaries?: readonly (string | undefined)[] };
 
 /**
- * `binaries`: a nats-server binary per node (NATS_SERVER_BIN or 2.9.10 for the ones not given), for mixed
+ * `binaries`: a nats-server binary per node (the suite's, NATS_BINARY, for the ones not given), for mixed
  * clusters. A cluster that elects no meta leader at its start is started once more on other ports (a free
  * port can be taken by another process before a node binds it; CI saw one such start), with what its
  * nodes logged written to stderr.

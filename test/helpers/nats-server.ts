@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, connect as tcpConnect } from 'node:net';
 
-const BINARY = process.env['NATS_SERVER_BIN'] ?? '/usr/sbin/nats-server';
+import { NATS_BINARY as BINARY } from './nats-binary.ts';
 /** How long a SIGTERM may take before the server is killed. */
 const STOP_GRACE_MS = 20_000;
 
@@ -49,14 +49,15 @@ export interface NatsServer {
   dispose(): Promise<void>;
 }
 
-export async function startNatsServer(opts: { config?: string; jetstream?: boolean } = {}): Promise<NatsServer> {
+/** `binary`: another nats-server than the suite's (NATS_BINARY), such as one below hookstream's floor. */
+export async function startNatsServer(opts: { config?: string; jetstream?: boolean; binary?: string } = {}): Promise<NatsServer> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'hookstream-nats-'));
   let proc: ChildProcess | undefined;
   const start = async () => {
     const args = ['-a', '127.0.0.1', '-p', String(port), ...(opts.jetstream === false ? [] : ['-js']), '-sd', storeDir];
     if (opts.config) args.push('-c', opts.config);
-    proc = spawn(BINARY, args, { stdio: 'ignore' });
+    proc = spawn(opts.binary ?? BINARY, args, { stdio: 'ignore' });
     await waitForPort(port, 10_000);
   };
   const stop = async (signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM') => {
