@@ -1,7 +1,8 @@
 // What one nats-server does with the JetStream behaviours hookstream's 2.9-era workarounds rely on, and
 // whether the newer primitives that could replace them exist and work there (issue 18). Starts its own
-// nats-server (NATS_SERVER_BIN, else the machine's) on free ports, one at a time:
+// nats-server (the tests' choice: test/helpers/nats-binary.ts) on free ports, one at a time:
 //   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
+//   npm run bench:nats -- --only gets [--reads 20000]
 //   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N] [--partitions 16]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
@@ -18,6 +19,7 @@ import { planNextAttempt } from '../src/delivery/next-attempt.ts';
 import { createLogger } from '../src/log.ts';
 import { createPullFeeds } from '../src/nats/pull-feed.ts';
 import type { PulledMsg } from '../src/nats/pulled-msg.ts';
+import { createNextBySubject } from '../src/nats/next-by-subject.ts';
 import { cpuTicks, TICKS } from './metering.ts';
 import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
@@ -504,6 +506,42 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
   });
 }
 
+/**
+ * The ordering gate's read of a key (src/nats/next-by-subject.ts): `next_by_subj` through the JetStream API
+ * (STREAM.MSG.GET, base64 JSON) against a direct get (DIRECT.GET, answered in the connection), alternating,
+ * 50 in flight; server and client CPU per read.
+ */
+async function gets(reads: number): Promise<void> {
+  await withServer(async (nc, js, jsm, server) => {
+    await workQueue(jsm, 'G', { allow_direct: true });
+    const seqs: number[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const h = headers();
+      h.set('hookstream-event-seq', String(i + 1));
+      seqs.push((await js.publish(`G.ep.k.key${i % 200}`, 'x'.repeat(600), { headers: h })).seq);
+    }
+    const readers = { msg_get: createNextBySubject(nc, { timeoutMs: 10_000 }), direct_get: createNextBySubject(nc, { timeoutMs: 10_000, direct: true }) };
+    const out: Record<string, { server_us: number[]; client_us: number[] }> = { msg_get: { server_us: [], client_us: [] }, direct_get: { server_us: [], client_us: [] } };
+    for (let round = 0; round < 3; round++) {
+      for (const [name, reader] of Object.entries(readers)) {
+        const server0 = cpuTicks(server.pid);
+        const client0 = process.cpuUsage();
+        for (let i = 0; i < reads; i += 50) {
+          await Promise.all(Array.from({ length: 50 }, (_, j) => {
+            const k = (i + j) % seqs.length;
+            return reader.next('G', `G.ep.k.key${k % 200}`, seqs[k]!);
+          }));
+        }
+        const client = process.cpuUsage(client0);
+        out[name]!.server_us.push(Math.round(((cpuTicks(server.pid) - server0) / TICKS) * 1e6 / reads));
+        out[name]!.client_us.push(Math.round((client.user + client.system) / reads));
+      }
+    }
+    for (const r of Object.values(readers)) r.close();
+    say('gets', out, `${reads} next_by_subj reads each, 3 rounds: CPU µs per read`);
+  });
+}
+
 const args = process.argv.slice(2);
 const opt = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
 const only = new Set((opt('--only') ?? 'timing,new,scale').split(','));
@@ -521,6 +559,7 @@ figures['server_version'] = version;
 if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
+if (only.has('gets')) await gets(Number(opt('--reads') ?? 20_000));
 /** Tenant partitions of the direct-subjects and direct-streams shapes. */
 const shapePartitions = Number(opt('--partitions') ?? 16);
 if (!Number.isSafeInteger(shapePartitions) || shapePartitions < 1) throw new Error('--partitions expects a whole number of 1 or more');

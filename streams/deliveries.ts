@@ -192,6 +192,9 @@ export async function ensureDeliveryStreams(
       // streams at start too (ensureStream updates a changed max_age in place).
       max_age: nanos(queueRetentionMs),
       max_consumers: DELIVERY_MAX_CONSUMERS,
+      // The ordering gate reads keyed deliveries with direct gets (src/nats/next-by-subject.ts); a replica
+      // could answer one before it has what its leader stored, so replicated streams do not allow them.
+      allow_direct: (opts?.replicas ?? 1) <= 1,
     };
     try {
       await ensureStream(jsm, def, opts);

@@ -12,7 +12,7 @@ import type { Received } from './helpers/receiver.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { isOrderingKey, orderingKeyOf, orderingToken, ORDERING_KEY_HEADER } from '../src/domain/ordering-key.ts';
-import { consumerEndpoint, deliveryAddress, DeliveryHeader, isEndpointSubject, keyedConsumerName, keyedSubject } from '../streams/deliveries.ts';
+import { consumerEndpoint, deliveryAddress, DeliveryHeader, deliveryStream, isEndpointSubject, keyedConsumerName, keyedSubject } from '../streams/deliveries.ts';
 import { listConsumers } from '../streams/ensure.ts';
 
 // Steps longer than the gate's first look (250 ms), short enough for a dead letter in ~10 s.
@@ -221,6 +221,31 @@ test.serial('the gate\'s read of a key: the next stored message on a subject wit
   t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', second.seq + 1), null);
   t.is((await heads.next('EVENTS', 'events.tenant_heads.>', 0))?.seq, first.seq, 'wildcards too');
   await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
+});
+
+test.serial('the gate\'s read by direct get (delivery streams without replicas): the same answers, a status for a stream that does not allow it', async (t) => {
+  const heads = createNextBySubject(h.service.nc, { timeoutMs: 2000, direct: true });
+  const plain = createNextBySubject(h.service.nc, { timeoutMs: 2000 });
+  t.teardown(() => { heads.close(); plain.close(); });
+  const stream = deliveryStream(0);
+  t.true((await h.service.jsm.streams.info(stream)).config.allow_direct, 'the service lets its delivery streams answer direct gets');
+  const subject = 'deliveries.0.ep_direct.k.key1';
+  const hd = natsHeaders();
+  hd.set('Hookstream-Event-Seq', '42');
+  const first = await h.service.js.publish(subject, 'body', { headers: hd });
+  const second = await h.service.js.publish(subject, 'body');
+  t.teardown(() => h.service.jsm.streams.purge(stream, { filter: subject }).then(() => {}));
+  for (const reader of [heads, plain]) {
+    t.deepEqual(await reader.next(stream, subject, 0), { seq: first.seq, eventSeq: 42 });
+    t.deepEqual(await reader.next(stream, subject, first.seq + 1), { seq: second.seq, eventSeq: undefined });
+    t.is(await reader.next(stream, subject, second.seq + 1), null);
+    t.deepEqual(await reader.at(stream, second.seq), { seq: second.seq, eventSeq: undefined });
+    t.deepEqual(await reader.last(stream, subject), { seq: second.seq, eventSeq: undefined });
+  }
+  await h.service.jsm.streams.deleteMessage(stream, first.seq, false);
+  t.is(await heads.at(stream, first.seq), null, 'a removed message is gone at once');
+  // EVENTS does not allow direct gets: the read fails (no responders, or no answer), it never says "none".
+  await t.throwsAsync(heads.next('EVENTS', 'events.>', 0), { instanceOf: NextBySubjectError });
 });
 
 test.serial('with a rate limit: each key still in order, and the limit holds', async (t) => {

@@ -93,6 +93,8 @@ export async function startDelivery(deps: {
   const stored = createStoredAcks({ publisher: deps.publisher, log });
   // Issue 21: the ordering gates' reads of a key's stored deliveries, and of the router's late marks.
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
+  // Their reads of the delivery streams: direct gets where those streams allow them (no replicas).
+  const keyHeads = (options.replicas ?? 1) > 1 ? heads : createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix, direct: true });
   // Their barrier: one reader of the router's progress for every gate of the process.
   const floor = createRouterFloor({ jsm: deps.jsm, log, heads });
   const attempts = createAttempts({
@@ -112,7 +114,7 @@ export async function startDelivery(deps: {
   const consumers = await startEndpointConsumers({
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
-    gateFor: (id, stream) => createKeyGate({ heads, stream, floor, recentAcks, inFlight, endpoint: id, log }),
+    gateFor: (id, stream) => createKeyGate({ heads: keyHeads, stream, floor, recentAcks, inFlight, endpoint: id, log }),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
@@ -140,6 +142,7 @@ export async function startDelivery(deps: {
       stored.flush();
       deps.attemptLog?.flush();
       heads.close();
+      if (keyHeads !== heads) keyHeads.close();
       floor.close();
       stopSweep();
     },

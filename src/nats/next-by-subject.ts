@@ -3,7 +3,7 @@
 // (src/nats/replies.ts) that reads only those two: nats.js's jsm.streams.getMessage builds a request of
 // its own each time and decodes the whole stored message (measured on 2.9.10: ~100 µs of client CPU per
 // read against ~35 µs here). `$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj`.
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { Match, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { createReplies } from './replies.ts';
 
 export interface Stored {
@@ -36,8 +36,10 @@ export class NextBySubjectError extends Error {
   }
 }
 
-/** nats-server's answer when no message matches (10037). */
+/** nats-server's answer when no message matches (10037; a direct get's status 404). */
 const NO_MESSAGE_FOUND = 10037;
+const NO_MESSAGE_STATUS = 404;
+const EVENT_SEQ_HEADER = 'hookstream-event-seq';
 // The stored message's fields come in the order subject, seq, hdrs, data: both are near the start.
 const SEQ = /"seq":(\d+)/;
 const HDRS = /"hdrs":"([A-Za-z0-9+/=]*)"/;
@@ -110,12 +112,33 @@ export function createNextMessages(nc: NatsConnection, opts: { timeoutMs: number
   };
 }
 
-export function createNextBySubject(nc: NatsConnection, opts: { timeoutMs: number; inboxPrefix?: string }): NextBySubject {
-  const replies = createReplies(nc, { ...opts, read: readStored, fail: (why) => new NextBySubjectError(`no answer: ${why}`) });
+/** A direct get's answer: the stored message with its place in headers, or a status (404: none). */
+function readDirect(m: Msg): Stored | null {
+  const h = m.headers;
+  if (!h) throw new NextBySubjectError('direct get answered without headers');
+  if (h.code === NO_MESSAGE_STATUS) return null;
+  if (h.hasError || h.code >= 300) throw new NextBySubjectError(`direct get failed: ${h.code} ${h.description}`.trim());
+  const seq = Number(h.get('Nats-Sequence'));
+  if (!Number.isSafeInteger(seq) || seq <= 0) throw new NextBySubjectError('direct get answered without a sequence');
+  const raw = h.get(EVENT_SEQ_HEADER, Match.IgnoreCase);
+  const eventSeq = raw === '' ? NaN : Number(raw);
+  return { seq, eventSeq: Number.isSafeInteger(eventSeq) ? eventSeq : undefined };
+}
+
+/**
+ * `direct`: read with `$JS.API.DIRECT.GET.<stream>` (the stream allows direct gets), which nats-server
+ * answers in the requester's connection with the stored message as it is, instead of through the
+ * JetStream API with the message in base64 JSON: half the server's CPU per read (measured on 2.10.27).
+ * Only on a stream without replicas: a replica may answer a direct get before it has what its leader
+ * stored.
+ */
+export function createNextBySubject(nc: NatsConnection, opts: { timeoutMs: number; inboxPrefix?: string; direct?: boolean }): NextBySubject {
+  const replies = createReplies(nc, { ...opts, read: opts.direct ? readDirect : readStored, fail: (why) => new NextBySubjectError(`no answer: ${why}`) });
+  const api = opts.direct ? '$JS.API.DIRECT.GET.' : '$JS.API.STREAM.MSG.GET.';
   return {
-    next: (stream, subject, from) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq: from, next_by_subj: subject })),
-    at: (stream, seq) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ seq })),
-    last: (stream, subject) => replies.request(`$JS.API.STREAM.MSG.GET.${stream}`, JSON.stringify({ last_by_subj: subject })),
+    next: (stream, subject, from) => replies.request(`${api}${stream}`, JSON.stringify({ seq: from, next_by_subj: subject })),
+    at: (stream, seq) => replies.request(`${api}${stream}`, JSON.stringify({ seq })),
+    last: (stream, subject) => replies.request(`${api}${stream}`, JSON.stringify({ last_by_subj: subject })),
     close: replies.close,
   };
 }
