@@ -2,8 +2,7 @@
 // its four acknowledgements. nats.js builds its JsMsg only inside its own consume()/fetch(); the feed pulls
 // by hand (pulls sized to free lanes), so the message is read here, the same way.
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
-import type { MsgImpl } from '@nats-io/nats-core/internal';
-import { WireHeaders } from './wire-headers.ts';
+import { headerBlock, WireHeaders } from './wire-headers.ts';
 
 export interface DeliveryInfo {
   stream: string;
@@ -88,16 +87,6 @@ export function ackSubjectReader(): (reply: string) => DeliveryInfo | undefined 
 const ACK = new TextEncoder().encode('+ACK');
 const WORKING = new TextEncoder().encode('+WPI');
 const TERM = new TextEncoder().encode('+TERM');
-
-/**
- * The header block of a message as nats.js received it (its parser's fields), read by wire-headers.ts;
- * undefined when it has none, or when nats.js no longer looks like this (then its own decoder is used).
- */
-function headerBlock(msg: Msg): Uint8Array | undefined | null {
-  const { _msg: arg, _rdata: raw } = msg as Partial<MsgImpl>;
-  if (typeof arg?.hdr !== 'number' || !(raw instanceof Uint8Array)) return null;
-  return arg.hdr > 0 ? raw.subarray(0, arg.hdr) : undefined;
-}
 
 class Pulled implements PulledMsg {
   readonly info: DeliveryInfo;

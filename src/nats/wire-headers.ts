@@ -4,7 +4,18 @@
 // value) and lists and filters every name on each lookup: 14 % of the service's allocations at 1,000
 // one-endpoint deliveries/s, the largest single source (heap sampling of the bench's steady phase).
 // Names are kept as sent and matched exactly by default, as nats.js does.
-import { canonicalMIMEHeaderKey, Match, type MsgHdrs } from '@nats-io/nats-core';
+import { canonicalMIMEHeaderKey, Match, type Msg, type MsgHdrs } from '@nats-io/nats-core';
+import type { MsgImpl } from '@nats-io/nats-core/internal';
+
+/**
+ * The header block of a message as nats.js received it (its parser's fields); undefined when it has
+ * none, null when nats.js no longer looks like this (then use its own decoder, `msg.headers`).
+ */
+export function headerBlock(msg: Msg): Uint8Array | undefined | null {
+  const { _msg: arg, _rdata: raw } = msg as Partial<MsgImpl>;
+  if (typeof arg?.hdr !== 'number' || !(raw instanceof Uint8Array)) return null;
+  return arg.hdr > 0 ? raw.subarray(0, arg.hdr) : undefined;
+}
 
 const HEADER = 'NATS/1.0';
 const decoder = new TextDecoder();
