@@ -141,7 +141,10 @@ test.serial('a nats-server killed and started again loses the waiting pulls with
   await eventually(async () => (nc.isClosed() ? undefined : await jsm.streams.info('RESTART').then(() => true, () => undefined)), 30_000, 'the stream after the restart');
   const started = performance.now();
   await publish('RESTART', 1);
-  await eventually(() => (got.length === 2 ? true : undefined), 20_000, 'the message after the restart');
+  await eventually(() => (got.some((m) => m.info.streamSequence === 2) ? true : undefined), 20_000, 'the message after the restart');
   t.log(`arrived ${Math.round(performance.now() - started)} ms after its publish`);
-  t.deepEqual(got.map((m) => m.info.streamSequence), [1, 2]);
+  // The kill can lose the first message's ack with the consumer's state (nats-server writes it at most
+  // every 100 ms): then the first comes again, before the second (seen in CI). Nothing else may come.
+  const seqs = got.map((m) => m.info.streamSequence);
+  t.true(seqs.join() === '1,2' || seqs.join() === '1,1,2', seqs.join());
 });
