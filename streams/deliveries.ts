@@ -30,6 +30,13 @@ export const DELIVERY_MAX_CONSUMERS = 100_000;
 /** nats-server's answer to an invalid stream update, such as 2.10's and 2.11's refusal to change max_consumers (10052). */
 const STREAM_INVALID_CONFIG = 10052;
 
+/**
+ * Whether the delivery streams answer direct gets, which the ordering gate reads keyed deliveries with
+ * (src/nats/next-by-subject.ts): not with replicas, one of which could answer before it has what its
+ * leader stored.
+ */
+export const directGets = (replicas = 1): boolean => replicas <= 1;
+
 /** Headers of a delivery message (the body is the exact JSON body to POST). */
 export const DeliveryHeader = {
   WebhookId: 'webhook-id',
@@ -192,9 +199,7 @@ export async function ensureDeliveryStreams(
       // streams at start too (ensureStream updates a changed max_age in place).
       max_age: nanos(queueRetentionMs),
       max_consumers: DELIVERY_MAX_CONSUMERS,
-      // The ordering gate reads keyed deliveries with direct gets (src/nats/next-by-subject.ts); a replica
-      // could answer one before it has what its leader stored, so replicated streams do not allow them.
-      allow_direct: (opts?.replicas ?? 1) <= 1,
+      allow_direct: directGets(opts?.replicas),
     };
     try {
       await ensureStream(jsm, def, opts);

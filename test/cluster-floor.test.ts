@@ -8,7 +8,7 @@ import { eventually } from './helpers/service.ts';
 import { generateKeys, initSodium, instanceEnv, startServe } from './faults/harness.ts';
 import { CLUSTER_PASSWORDS } from './helpers/nats-cluster.ts';
 import { clusterFloorError } from '../src/nats/server-version.ts';
-import { stableNatsBinary } from './helpers/nats-binary.ts';
+import { fetchStable } from '../src/local/nats-server.ts';
 
 test('the decision: replicas above one refuse any server below 2.11, and only those', (t) => {
   const at = (version: string | undefined, name?: string) => ({ address: '127.0.0.1:4222', name, version });
@@ -25,7 +25,7 @@ test('a cluster with 2.10 servers: HOOKSTREAM_REPLICAS=3 ends start-up at once w
   await initSodium();
   // The first node runs the server under test, the others Debian stable's 2.10.27: the instance connects to
   // the first only, so on a newer server it must find the old ones through its INFO.
-  const stable = stableNatsBinary();
+  const stable = fetchStable();
   const cluster = await startNatsCluster({ binaries: [undefined, stable, stable] });
   t.teardown(() => cluster.dispose());
   const s = startServe(instanceEnv({

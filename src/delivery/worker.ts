@@ -34,6 +34,7 @@ import { createStoredAcks } from './stored-acks.ts';
 import { createRecentAcks } from './recent-acks.ts';
 import { createKeyGate } from './ordered-gate.ts';
 import { createNextBySubject } from '../nats/next-by-subject.ts';
+import { directGets } from '../../streams/deliveries.ts';
 import { createRouterFloor } from './router-floor.ts';
 import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 
@@ -93,8 +94,8 @@ export async function startDelivery(deps: {
   const stored = createStoredAcks({ publisher: deps.publisher, log });
   // Issue 21: the ordering gates' reads of a key's stored deliveries, and of the router's late marks.
   const heads = createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix });
-  // Their reads of the delivery streams: direct gets where those streams allow them (no replicas).
-  const keyHeads = (options.replicas ?? 1) > 1 ? heads : createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix, direct: true });
+  // Their reads of the delivery streams: direct gets where those streams allow them.
+  const keyHeads = directGets(options.replicas) ? createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix, direct: true }) : heads;
   // Their barrier: one reader of the router's progress for every gate of the process.
   const floor = createRouterFloor({ jsm: deps.jsm, log, heads });
   const attempts = createAttempts({
