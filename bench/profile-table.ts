@@ -32,6 +32,7 @@ function moduleOf(f: CallFrame): string {
 
 /** The parts of the delivery path, by the project file (and function) a sample works for; first match wins. */
 const PARTS: [part: string, file: RegExp, fn?: RegExp][] = [
+  ['ordering: the router\'s keyed bound and barrier, the gate and its reads', /^src\/router\/(ordering|keyed-bound)\.ts|^src\/delivery\/ordered-gate\.ts|^src\/nats\/next-by-subject\.ts|^src\/domain\/ordering-key\.ts/],
   ['router: ROUTED log, late marks', /^src\/router\/(routed-log|late-marks)\.ts|^streams\/routed\.ts/],
   ['router: fan-out publish', /^src\/router\/(fair-publishes|dedupe)\.ts/],
   ['router: read, check, match', /^src\/router\/|^src\/domain\/(catalogue|event-data|webhook-id|ordering-key)\.ts|^src\/endpoints\/directory\.ts/],

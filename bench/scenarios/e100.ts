@@ -62,7 +62,7 @@ export async function groupSmall(opts: Options, size: Size, receivers: Receivers
 
   const service = group.service;
 
-  if (opts.only.has('ordered')) await orderedScenarios(group, receivers, size, figures);
+  if (opts.only.has('ordered')) await orderedScenarios(group, receivers, size, figures, opts.phaseProf);
 
   if (opts.only.has('one')) {
     // The common case (issue 13): each event reaches one endpoint (the steady phases' shape, as a burst),
