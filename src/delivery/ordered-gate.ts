@@ -204,14 +204,17 @@ export function createKeyGate(deps: {
     if (k.active.size > 0) return;
     const lowest = k.parked[0];
     if (!lowest) {
+      k.idleSince ??= performance.now();
+      // What this process got a 2xx for is gone for order: forgotten without a read. Then, with nothing of
+      // the key stored, no timer of its own: the sweep forgets it (a timer chain per idle key was three
+      // checks per delivery, and most of the gate's allocation, when keys recur every few hundred ms).
+      for (const s of k.stored.keys()) if (recentAcks.acked(stream, s)) k.stored.delete(s);
+      if (k.stored.size === 0) return;
       // What it read stays while some of it is stored (held elsewhere): the stream's index may not show it again.
       k.checking = true;
       await idle(subject, k).catch(() => {}).finally(() => { k.checking = false; });
       if (closed || k.parked.length > 0 || k.active.size > 0) return void check(subject);
-      // Kept a while with what it read, so the key's next delivery is often one read, not a read to the end.
-      if (k.stored.size === 0 && k.idleSince !== undefined && performance.now() - k.idleSince >= KEEP_IDLE_MS) return void keys.delete(subject);
-      k.idleSince ??= performance.now();
-      later(subject, k);
+      if (k.stored.size > 0) later(subject, k);
       return;
     }
     // The barrier: not before the router has handled every earlier event of the tenant (their deliveries are stored then).
@@ -258,6 +261,25 @@ export function createKeyGate(deps: {
     release?.();
   }
 
+  /**
+   * A key is kept a while with what it read, so its next delivery is often one read, not a read to the
+   * end; forgotten once idle this long with nothing of it stored. One timer per gate while it knows keys.
+   */
+  let sweep: NodeJS.Timeout | undefined;
+  function sweepLater(): void {
+    if (sweep || closed) return;
+    sweep = setTimeout(() => {
+      sweep = undefined;
+      const now = performance.now();
+      for (const [subject, k] of keys) {
+        if (k.idleSince === undefined || now - k.idleSince < KEEP_IDLE_MS || k.stored.size > 0 || k.checking || k.parked.length > 0 || k.active.size > 0) continue;
+        clearTimeout(k.timer);
+        keys.delete(subject);
+      }
+      if (keys.size > 0) sweepLater();
+    }, KEEP_IDLE_MS);
+  }
+
   return {
     admit(tracked, release) {
       const subject = tracked.msg.subject;
@@ -267,6 +289,7 @@ export function createKeyGate(deps: {
           parked: [], active: new Set(), stored: new Map(), readFrom: 0, complete: 0, floorWait: undefined, idleSince: undefined,
           checking: false, timer: undefined, delay: CHECK_FIRST_MS,
         }));
+        sweepLater();
       }
       k.idleSince = undefined;
       highestAdmitted = Math.max(highestAdmitted, tracked.msg.seq);
@@ -302,6 +325,7 @@ export function createKeyGate(deps: {
     parkedBytes: () => parkedBytes,
     close() {
       closed = true;
+      clearTimeout(sweep);
       for (const k of keys.values()) {
         clearTimeout(k.timer);
         for (const p of k.parked) deps.inFlight.delete(p.tracked);
