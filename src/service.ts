@@ -236,7 +236,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // Crypto-shredding (src/erasure/data-keys.ts): the router seals delivery bodies, the delivery, dead-letter
     // and admin roles open them; only the router creates keys.
     const dataKeys = keys.masterKey && (roles.has('router') || roles.has('delivery') || roles.has('deadletter') || roles.has('admin'))
-      ? createDataKeys({ nc, jsm, publisher: roles.has('router') ? publisher : undefined, masterKey: keys.masterKey, previousMasterKey: keys.previousMasterKey })
+      ? createDataKeys({ nc, jsm, publisher: roles.has('router') ? publisher : undefined, opensWhatItSeals: roles.has('router') && roles.has('delivery'), masterKey: keys.masterKey, previousMasterKey: keys.previousMasterKey })
       : undefined;
     if (dataKeys) stops.push(async () => dataKeys.close());
 

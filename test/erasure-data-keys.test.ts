@@ -22,8 +22,8 @@ async function setup(t: import('ava').ExecutionContext) {
   const publisher = createAckedPublisher(nc, { timeoutMs: 5000, inboxPrefix: '_INBOX_test' });
   t.teardown(() => publisher.close());
   const masterKey = generateKeys().masterKey;
-  const make = (creating: boolean) => {
-    const k = createDataKeys({ nc, jsm, masterKey, ...(creating ? { publisher } : {}) });
+  const make = (creating: boolean, opensWhatItSeals = false) => {
+    const k = createDataKeys({ nc, jsm, masterKey, opensWhatItSeals, ...(creating ? { publisher } : {}) });
     t.teardown(() => k.close());
     return k;
   };
@@ -55,6 +55,21 @@ test('seal keeps the order it was asked in while a key is made; another process 
   const altered = Uint8Array.from(sa);
   altered[altered.length - 1]! ^= 1;
   await t.throwsAsync(async () => delivery.open(altered), { instanceOf: DataKeyErasedError });
+});
+
+test('a process that seals and delivers opens a new subject\'s body at once; erased, it opens it no more', async (t) => {
+  const { nc, jsm, make } = await setup(t);
+  const both = make(true, true);
+  const routerOnly = make(true);
+  const sealed = await both.seal('t4', { userId: 'first_seen' }, 'hello');
+  const opened = both.open(sealed);
+  t.false(opened instanceof Promise, 'the key it sealed under, not derived again');
+  t.is(text(opened as Uint8Array), 'hello');
+  const other = await routerOnly.seal('t4', { userId: 'also_new' }, 'later');
+  t.true(routerOnly.open(other) instanceof Promise, 'a router alone keeps no key for opening');
+  t.is(text(await routerOnly.open(other)), 'later');
+  await destroyDataKeys({ jsm, nc }, 't4', await both.refsOf('t4', [{ kind: 'user', id: 'first_seen' }]));
+  await t.throwsAsync(async () => both.open(sealed), { instanceOf: DataKeyErasedError });
 });
 
 test('two routers meeting a subject at once keep one key', async (t) => {

@@ -127,6 +127,11 @@ export function createDataKeys(deps: {
   nc: NatsConnection; jsm: JetStreamManager;
   /** Present in the roles that create keys (the router): where they are written; absent where keys are only read. */
   publisher?: Pick<AckedPublisher, 'publish'> | undefined;
+  /**
+   * The process also opens what it seals (the router and the delivery role in one process): a sealing is
+   * remembered for opening too, so a new subject's body key is derived once, not once on each side.
+   */
+  opensWhatItSeals?: boolean;
   masterKey: string; previousMasterKey?: string | undefined;
 }): DataKeys {
   const wrapKeys = [dataKeyWrapKey(deps.masterKey), ...(deps.previousMasterKey ? [dataKeyWrapKey(deps.previousMasterKey)] : [])];
@@ -202,7 +207,7 @@ export function createDataKeys(deps: {
     new Uint8Array(hkdfSync('sha256', createSecretKey(Buffer.concat([tenantKey, ...subjectKeys])), new Uint8Array(0), BODY_LABEL, KEY_BYTES));
 
   /** A sealed body's head: mark, version, tenant, the refs of its subjects' keys (authenticated, in clear). */
-  function headOf(tenant: string, refList: readonly string[]): Uint8Array {
+  function headOf(tenant: string, refList: readonly string[]): Buffer {
     const t = Buffer.from(tenant, 'utf8');
     const head = Buffer.alloc(4 + t.length + refList.length * REF_BYTES);
     head[0] = MARK;
@@ -220,8 +225,13 @@ export function createDataKeys(deps: {
       if (!tenantKey) return undefined;
       const refList = ids.map(([kind, id]) => refOf(tenant, tenantKey, kind, id));
       const got = refList.map((r) => keyOf(dataKeySubject(tenant, r), true));
-      const done = (list: (Uint8Array | undefined)[]): Sealing | undefined => (list.every((k) => k !== undefined)
-        ? remember(sealings, at, { head: headOf(tenant, refList), key: dataKey(tenantKey, list as Uint8Array[]) }) : undefined);
+      const done = (list: (Uint8Array | undefined)[]): Sealing | undefined => {
+        if (!list.every((k) => k !== undefined)) return undefined;
+        const head = headOf(tenant, refList);
+        const sealing = remember(sealings, at, { head, key: dataKey(tenantKey, list) });
+        if (deps.opensWhatItSeals) remember(openings, head.toString('latin1'), sealing.key);
+        return sealing;
+      };
       return got.some((k) => k instanceof Promise) ? Promise.all(got).then(done) : done(got as (Uint8Array | undefined)[]);
     };
     const tk = keyOf(dataKeySubject(tenant, TENANT_KEY_REF), true);
