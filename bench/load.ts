@@ -6,6 +6,7 @@ import { signatureHeader, signingKeyObject } from '../src/domain/signature.ts';
 import type { EndpointPlan, Group } from './group.ts';
 import { cpuMeter } from './metering.ts';
 import type { Options } from './options.ts';
+import { profiledRound } from './phase-profile.ts';
 import { waitForCount, type Receivers } from './processes.ts';
 import { fmt, median, progress } from './report.ts';
 import { sleep, wallNow } from './time.ts';
@@ -118,7 +119,7 @@ export async function interleaved(group: Group, receivers: Receivers, endpoints:
     const c = await ceiling(receivers, endpoints, per, opts.ceilingConcurrency, `c${label}-${r}`);
     if (r === rounds - 1) cpuCeiling = meter();
     progress(`${label}: round ${r + 1}/${rounds}: service`);
-    const t = await throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant, 't', subject);
+    const t = await profiledRound(opts.phaseProf, `${label}-${r}`, group, receivers, () => throughputRun(group, receivers, per, `${label}-${r}`, tenants, perTenant, 't', subject));
     cpu.push(t.cpu);
     ceilings.push(c);
     rates.push(t.rate);

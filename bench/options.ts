@@ -43,9 +43,9 @@ export const USAGE = `usage: npm run bench -- [options]
   --cluster              also run the throughput_100 rounds on a three-node nats-server cluster on loopback
                          with HOOKSTREAM_REPLICAS=3: throughput_100_r3, ratio_100_r3
   --cpu-prof DIR         write V8 CPU profiles of the service process into DIR
-  --phase-prof DIR       write a V8 CPU profile of the service for each measured steady phase (latency
-                         repetitions, sweep steps, the ordered scenario's unordered and ordered rounds)
-                         into DIR as <phase>.cpuprofile, with <phase>.json: its
+  --phase-prof DIR       write a V8 CPU profile of the service for each measured phase (latency
+                         repetitions, sweep steps, the service's throughput rounds: tp100-<r>, tp1-<r>,
+                         tp5000-<r>, unordered<r>, ordered<r>) into DIR as <phase>.cpuprofile, with <phase>.json: its
                          deliveries and the CPU of the service and nats-server (read with bench/profile-table.ts)
   --nats-prof-port PORT  with --phase-prof, also fetch nats-server's CPU profile of each phase as
                          <phase>.nats.pprof from this profiling port (a NATS_SERVER_BIN that adds --profile PORT)

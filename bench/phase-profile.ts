@@ -3,9 +3,10 @@
 // CPU each process spent, so bench/profile-table.ts can say how many µs a delivery took and where.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { Group } from './group.ts';
 import { cpuTicksOf, TICKS } from './metering.ts';
-import type { ServiceProcess } from './processes.ts';
+import type { Receivers, ServiceProcess } from './processes.ts';
 
 /** What `<phase>.json` beside the profiles holds. */
 export interface PhaseFacts {
@@ -59,4 +60,15 @@ export async function phaseProfile(
       writeFileSync(join(dir, `${phase}.json`), JSON.stringify(facts));
     },
   };
+}
+
+/**
+ * A throughput round (a burst, its length not known before it), profiled into `dir` as `phase` when `dir`
+ * is set (--phase-prof); nats-server's profile is left out, as it is fetched for a length given in advance.
+ */
+export async function profiledRound<T extends { rate: number }>(dir: string | undefined, phase: string, group: Group, receivers: Receivers, run: () => Promise<T>): Promise<T> {
+  const prof = dir && group.service ? await phaseProfile(dir, undefined, phase, 0, group.service, group.natsPids(), () => receivers.count('*'), await jetstreamManager(group.nc)) : undefined;
+  const result = await run();
+  await prof?.stop(result.rate);
+  return result;
 }

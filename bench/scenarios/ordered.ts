@@ -3,11 +3,10 @@
 // compares runs made at nearly the same moment: each event carries one of 1,000 keys (data.userId). Then
 // the same rounds with one key failing for ever (every event of it answered 500): its head waits for its
 // retries and the rest of the key behind it; the figure is what that costs every other key.
-import { jetstreamManager } from '@nats-io/jetstream';
 import { throughputRun } from '../load.ts';
 import type { Group } from '../group.ts';
 import type { Size } from '../options.ts';
-import { phaseProfile } from '../phase-profile.ts';
+import { profiledRound } from '../phase-profile.ts';
 import type { Receivers } from '../processes.ts';
 import { FAILING } from '../receivers.ts';
 import { fmt, median, progress, round, row, type Figures } from '../report.ts';
@@ -31,14 +30,6 @@ export async function orderedScenarios(group: Group, receivers: Receivers, size:
   /** --phase-prof: the service's CPU profile of each unordered and ordered round (`unordered<r>`, `ordered<r>`). */
   phaseProf?: string): Promise<void> {
   if (!keyedBody(true)('x', 0).includes(FAILING)) throw new Error('the failing marker is not the receivers\'');
-  const jsm = phaseProf === undefined ? undefined : await jetstreamManager(group.nc);
-  /** A round, profiled with --phase-prof; nats-server's profile is left out, as a round's length is not known before it. */
-  const profiled = async (phase: string, run: () => Promise<{ rate: number; cpu: string }>) => {
-    const prof = phaseProf && jsm && group.service ? await phaseProfile(phaseProf, undefined, phase, 0, group.service, group.natsPids(), () => receivers.count('*'), jsm) : undefined;
-    const result = await run();
-    await prof?.stop(result.rate);
-    return result;
-  };
   const per = Math.ceil(size.deliveries100 / size.rounds);
   const keyed = { body: keyedBody(false), failing: () => 0 };
   // Both kinds warmed: a first unordered round run cold (alone, `--only ordered`) was about a third
@@ -52,8 +43,8 @@ export async function orderedScenarios(group: Group, receivers: Receivers, size:
   const cpu = { plain: [] as string[], ordered: [] as string[] };
   for (let r = 0; r < size.rounds; r++) {
     progress(`ordered: round ${r + 1}/${size.rounds}: unordered, ordered, ordered with a failing key`);
-    const u = await profiled(`unordered${r}`, () => throughputRun(group, receivers, per, `tpu-${r}`, 10, 10, 't'));
-    const o = await profiled(`ordered${r}`, () => throughputRun(group, receivers, per, `tpo-${r}`, 10, 10, 'o', undefined, keyed));
+    const u = await profiledRound(phaseProf, `unordered${r}`, group, receivers, () => throughputRun(group, receivers, per, `tpu-${r}`, 10, 10, 't'));
+    const o = await profiledRound(phaseProf, `ordered${r}`, group, receivers, () => throughputRun(group, receivers, per, `tpo-${r}`, 10, 10, 'o', undefined, keyed));
     plain.push(u.rate);
     ordered.push(o.rate);
     cpu.plain.push(u.cpu);
