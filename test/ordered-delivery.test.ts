@@ -3,11 +3,11 @@
 // a restart, a failing head holds back only its key, a dead head releases it, and unkeyed events are not
 // held at all. Serial: the tests share one service and its second delivery instance.
 import test from 'ava';
-import { headers as natsHeaders } from '@nats-io/nats-core';
+import { headers as natsHeaders, type Msg } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { runCli } from './helpers/cli.ts';
-import { createNextBySubject, NextBySubjectError } from '../src/nats/next-by-subject.ts';
+import { createNextBySubject, NextBySubjectError, readDirect } from '../src/nats/next-by-subject.ts';
 import type { Received } from './helpers/receiver.ts';
 import { startService, type RunningService } from '../src/service.ts';
 import type { TenantId } from '../src/domain/ids.ts';
@@ -246,6 +246,28 @@ test.serial('the gate\'s read by direct get (delivery streams without replicas):
   t.is(await heads.at(stream, first.seq), null, 'a removed message is gone at once');
   // EVENTS does not allow direct gets: the read fails (no responders, or no answer), it never says "none".
   await t.throwsAsync(heads.next('EVENTS', 'events.>', 0), { instanceOf: NextBySubjectError });
+});
+
+test.serial('a direct get\'s answer reads the same through nats.js\'s header decoder, for a nats.js whose messages no longer show their header block', async (t) => {
+  const stream = deliveryStream(0);
+  const subject = 'deliveries.0.ep_direct_bare.k.key1';
+  const hd = natsHeaders();
+  hd.set('Hookstream-Event-Seq', '7');
+  const keyed = await h.service.js.publish(subject, 'body', { headers: hd });
+  const plain = await h.service.js.publish(subject, 'body');
+  t.teardown(() => h.service.jsm.streams.purge(stream, { filter: subject }).then(() => {}));
+  // Only what nats.js's Msg type promises: no parser fields (_msg, _rdata) to read the block from.
+  const bare = (m: Msg): Msg => ({ subject: m.subject, sid: m.sid, reply: m.reply, data: m.data, headers: m.headers, respond: () => false, json: () => m.json(), string: () => m.string() });
+  const ask = (body: object) => h.service.nc.request(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(body), { timeout: 2000 });
+  const answers = { keyed: await ask({ seq: keyed.seq }), plain: await ask({ seq: plain.seq }), none: await ask({ seq: plain.seq + 1000 }) };
+  t.deepEqual(readDirect(answers.keyed), { seq: keyed.seq, eventSeq: 7 });
+  t.deepEqual(readDirect(answers.plain), { seq: plain.seq, eventSeq: undefined });
+  t.is(readDirect(answers.none), null);
+  for (const m of Object.values(answers)) t.deepEqual(readDirect(bare(m)), readDirect(m));
+  // A status other than 404 is an error, through either reader.
+  const bad = await ask({ seq: 0 });
+  t.throws(() => readDirect(bad), { instanceOf: NextBySubjectError });
+  t.throws(() => readDirect(bare(bad)), { instanceOf: NextBySubjectError });
 });
 
 test.serial('with a rate limit: each key still in order, and the limit holds', async (t) => {

@@ -120,7 +120,7 @@ const NATS_SEQUENCE = /\r\nNats-Sequence: *(\d+)\r\n/;
  * A direct get's answer: the stored message with its place in headers, or a status (404: none). Read
  * from the header block's bytes (src/nats/wire-headers.ts): nats.js's decoder rebuilds every header.
  */
-function readDirect(m: Msg): Stored | null {
+export function readDirect(m: Msg): Stored | null {
   const block = headerBlock(m);
   if (block === null) return readDirectHeaders(m);
   const text = block === undefined ? '' : utf8.decode(block);
