@@ -278,6 +278,8 @@ export function createKeyGate(deps: {
       }
       if (keys.size > 0) sweepLater();
     }, KEEP_IDLE_MS);
+    // Housekeeping: it never keeps a stopping process alive.
+    sweep.unref();
   }
 
   return {
