@@ -2,7 +2,7 @@
 // events reach an endpoint with `ordering: key` in order (by first 2xx) across two delivery instances and
 // a restart, a failing head holds back only its key, a dead head releases it, and unkeyed events are not
 // held at all. Serial: the tests share one service and its second delivery instance.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { headers as natsHeaders, type Msg } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
@@ -223,6 +223,16 @@ test.serial('the gate\'s read of a key: the next stored message on a subject wit
   await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
 });
 
+/** Two deliveries stored on `subject` in the first delivery stream: one with its event sequence header, then one without (purged after the test). */
+async function storeKeyedThenPlain(t: ExecutionContext, subject: string, eventSeq: number) {
+  const hd = natsHeaders();
+  hd.set('Hookstream-Event-Seq', String(eventSeq));
+  const keyed = await h.service.js.publish(subject, 'body', { headers: hd });
+  const plain = await h.service.js.publish(subject, 'body');
+  t.teardown(() => h.service.jsm.streams.purge(deliveryStream(0), { filter: subject }).then(() => {}));
+  return [keyed, plain] as const;
+}
+
 test.serial('the gate\'s read by direct get (delivery streams without replicas): the same answers, a status for a stream that does not allow it', async (t) => {
   const heads = createNextBySubject(h.service.nc, { timeoutMs: 2000, direct: true });
   const plain = createNextBySubject(h.service.nc, { timeoutMs: 2000 });
@@ -230,11 +240,7 @@ test.serial('the gate\'s read by direct get (delivery streams without replicas):
   const stream = deliveryStream(0);
   t.true((await h.service.jsm.streams.info(stream)).config.allow_direct, 'the service lets its delivery streams answer direct gets');
   const subject = 'deliveries.0.ep_direct.k.key1';
-  const hd = natsHeaders();
-  hd.set('Hookstream-Event-Seq', '42');
-  const first = await h.service.js.publish(subject, 'body', { headers: hd });
-  const second = await h.service.js.publish(subject, 'body');
-  t.teardown(() => h.service.jsm.streams.purge(stream, { filter: subject }).then(() => {}));
+  const [first, second] = await storeKeyedThenPlain(t, subject, 42);
   for (const reader of [heads, plain]) {
     t.deepEqual(await reader.next(stream, subject, 0), { seq: first.seq, eventSeq: 42 });
     t.deepEqual(await reader.next(stream, subject, first.seq + 1), { seq: second.seq, eventSeq: undefined });
@@ -250,12 +256,7 @@ test.serial('the gate\'s read by direct get (delivery streams without replicas):
 
 test.serial('a direct get\'s answer reads the same through nats.js\'s header decoder, for a nats.js whose messages no longer show their header block', async (t) => {
   const stream = deliveryStream(0);
-  const subject = 'deliveries.0.ep_direct_bare.k.key1';
-  const hd = natsHeaders();
-  hd.set('Hookstream-Event-Seq', '7');
-  const keyed = await h.service.js.publish(subject, 'body', { headers: hd });
-  const plain = await h.service.js.publish(subject, 'body');
-  t.teardown(() => h.service.jsm.streams.purge(stream, { filter: subject }).then(() => {}));
+  const [keyed, plain] = await storeKeyedThenPlain(t, 'deliveries.0.ep_direct_bare.k.key1', 7);
   // Only what nats.js's Msg type promises: no parser fields (_msg, _rdata) to read the block from.
   const bare = (m: Msg): Msg => ({ subject: m.subject, sid: m.sid, reply: m.reply, data: m.data, headers: m.headers, respond: () => false, json: () => m.json(), string: () => m.string() });
   const ask = (body: object) => h.service.nc.request(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify(body), { timeout: 2000 });
