@@ -353,7 +353,11 @@ async function scale(counts: number[]): Promise<void> {
 //                 (`events.<p>.<tenant>.<type>`, as a partition() mapping makes it), in the one EVENTS stream
 //   direct-streams as direct-subjects, a stream per partition (EVENTS_<p> takes `events.<p>.>`): each
 //                 consumer reads past its partition's messages only
-const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall', 'direct-subjects', 'direct-streams'] as const;
+//   direct-sourced as direct-streams, with no subject mapping in nats.conf: producers publish
+//                 `events.<tenant>.<type>` into EVENTS, whose ingest transform (nats-server ≥ 2.10) stores it as
+//                 `events.<p>.<tenant>.<type>`, and each EVENTS_<p> sources EVENTS' partition p (nats-server
+//                 copies; the copy's Nats-Stream-Source header names the event's EVENTS sequence)
+const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall', 'direct-subjects', 'direct-streams', 'direct-sourced'] as const;
 type Shape = (typeof SHAPES)[number];
 const SHAPE_SHARDS = 128;
 /** HOOKSTREAM_MAX_IN_FLIGHT's default, and the router's events in flight (its consumer's max_ack_pending is 4,096). */
@@ -362,6 +366,13 @@ const ROUTER_LANES = 256;
 const SHAPE_SCHEDULE = [5000, 30_000, 120_000, 900_000];
 const EVENT_SEQ = 'hookstream-event-seq';
 
+/** FNV-1a, 32 bits: what nats-server's partition() hashes a token with. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(s)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h;
+}
+
 const versionAtLeast = (v: string | undefined, major: number, minor: number) => {
   const [a = 0, b = 0] = (v ?? '0.0').split('.').map(Number);
   return a > major || (a === major && b >= minor);
@@ -369,20 +380,40 @@ const versionAtLeast = (v: string | undefined, major: number, minor: number) => 
 
 async function shape(shapeName: Shape, n: number, webhooks: number, rate: number | undefined, partitions: number): Promise<void> {
   await withServer(async (nc, js, jsm, server) => {
-    const partitioned = shapeName === 'direct-subjects' || shapeName === 'direct-streams';
+    const sourced = shapeName === 'direct-sourced';
+    const partitioned = shapeName === 'direct-subjects' || shapeName === 'direct-streams' || sourced;
     const tag = `f_${shapeName}_${n}${rate ? `_at_${rate}` : ''}${partitioned ? `_p${partitions}` : ''}`;
     const direct = shapeName.startsWith('direct');
     const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
-    const streams = shapeName === 'direct-streams' ? partitions : 1;
+    const streams = shapeName === 'direct-streams' || sourced ? partitions : 1;
+    /** A tenant's partition: nats-server's partition() (FNV-1a of the token, modulo) where it decides, else the producer's. */
+    const partitionOf = (e: number) => (sourced ? fnv1a(`t${Math.floor(e / 10)}`) % partitions : shapePartition(e, partitions));
     /** Endpoint e's event stream, and its subject there. */
-    const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${shapePartition(e, partitions)}` : 'EVENTS');
-    const subjectOf = (e: number) => (partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
+    const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${partitionOf(e)}` : 'EVENTS');
+    const subjectOf = (e: number) => (sourced ? `events.${partitionOf(e)}.${shapeSubject(e).slice('events.'.length)}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
+    if (sourced) {
+      await jsm.streams.add({
+        name: 'EVENTS', subjects: ['events.*.*'], retention: RetentionPolicy.Limits, storage: StorageType.File, duplicate_window: nanos(100),
+        subject_transform: { src: 'events.*.*', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.{{wildcard(2)}}` },
+      });
+    }
     for (let p = 0; p < streams; p++) {
       await jsm.streams.add({
-        name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', subjects: [streams > 1 ? `events.${p}.>` : 'events.>'], retention: RetentionPolicy.Limits,
+        name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', retention: RetentionPolicy.Limits,
+        ...(sourced ? { sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }] } : { subjects: [streams > 1 ? `events.${p}.>` : 'events.>'] }),
         storage: StorageType.File, duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
       });
+    }
+    if (sourced) {
+      // The partition computed here must be the server's, or no endpoint would get its events.
+      await js.publish('events.t0.probe', 'x');
+      const p = partitionOf(0);
+      for (let tries = 0; (await jsm.streams.info(`EVENTS_${p}`)).state.messages < 1; tries++) {
+        if (tries > 50) throw new Error(`${tag}: tenant t0's probe is not in EVENTS_${p}: partition() differs from fnv1a here`);
+        await sleep(100);
+      }
+      await jsm.streams.purge(`EVENTS_${p}`);
     }
     const ids = Array.from({ length: n }, (_, i) => `ep_${String(i).padStart(6, '0')}`);
     const endpointOf = (subject: string) => {
@@ -471,7 +502,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
       const all = new Promise<void>((r) => { reached = r; });
       const child = fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const started = new Promise<void>((r) => child.once('message', () => r()));
-      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512, ...(rate ? { rate } : {}), ...(partitioned ? { partitions } : {}) };
+      const order: PublishOrder = { url: server.url, count: events, endpoints: n, bytes: 512, ...(rate ? { rate } : {}), ...(partitioned && !sourced ? { partitions } : {}) };
       child.send(order);
       await started;
       const cpu0 = process.cpuUsage();
