@@ -3,6 +3,7 @@
 // nats-server (the tests' choice: test/helpers/nats-binary.ts) on free ports, one at a time:
 //   npm run bench:nats [-- --only timing,new,scale] [--consumers 1000,10000]
 //   npm run bench:nats -- --only gets [--reads 20000]
+//   npm run bench:nats -- --only sources [--partitions 16]   (a 3-node cluster)
 //   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N] [--partitions 16]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
@@ -23,8 +24,10 @@ import { createNextBySubject } from '../src/nats/next-by-subject.ts';
 import { cpuTicks, TICKS } from './metering.ts';
 import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
+import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
 import { NATS_BINARY as BINARY } from '../test/helpers/nats-binary.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
+import { CLUSTER_PASSWORDS, startNatsCluster } from '../test/helpers/nats-cluster.ts';
 import { sleep } from './time.ts';
 
 const figures: Record<string, unknown> = {};
@@ -573,6 +576,105 @@ async function gets(reads: number): Promise<void> {
   });
 }
 
+/**
+ * Partitions made by nats-server (the direct-sourced shape) on a 3-node cluster with replicas 3, across a
+ * node's crash: EVENTS with its ingest transform, a stream per partition sourcing it. Events are published
+ * (each with a Nats-Msg-Id, retried until acked, as a producer does) while the node leading the most
+ * partition streams is killed and started again; then every partition stream must hold exactly its
+ * partition's events, each once, in EVENTS order, each naming its EVENTS sequence in Nats-Stream-Source.
+ */
+async function sources(partitions: number, events = 20_000): Promise<void> {
+  const cluster = await startNatsCluster();
+  // As nats.conf's users: the service with its own inboxes, a producer in its own account.
+  const login = (user: string, pass: string, inboxPrefix?: string) => connect({ servers: cluster.url, user, pass, inboxPrefix, reconnectTimeWait: 250, maxReconnectAttempts: -1 });
+  const nc = await login('service', CLUSTER_PASSWORDS.service, SERVICE_INBOX_PREFIX);
+  const producer = await login('publisher', CLUSTER_PASSWORDS.publisher);
+  try {
+    await cluster.waitForMetaLeader(30_000);
+    const jsm = await jetstreamManager(nc, { timeout: 20_000 });
+    await jsm.streams.add({
+      name: 'EVENTS', subjects: ['events.*.>'], num_replicas: 3, storage: StorageType.File, retention: RetentionPolicy.Limits, duplicate_window: nanos(120_000),
+      subject_transform: { src: 'events.*.>', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.>` },
+    });
+    for (let p = 0; p < partitions; p++) {
+      await jsm.streams.add({ name: `EVENTS_${p}`, num_replicas: 3, storage: StorageType.File, sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }] });
+    }
+    const leaders = new Map<string, number>();
+    for (let p = 0; p < partitions; p++) {
+      const l = (await jsm.streams.info(`EVENTS_${p}`)).cluster?.leader ?? '';
+      leaders.set(l, (leaders.get(l) ?? 0) + 1);
+    }
+    const victim = cluster.node([...leaders.entries()].sort((a, b) => b[1] - a[1])[0]![0]);
+    const js = jetstream(producer, { timeout: 5000 });
+    let retries = 0;
+    let next = 0;
+    const t0 = performance.now();
+    const publishing = Promise.all(Array.from({ length: 32 }, async () => {
+      for (let i = next++; i < events; i = next++) {
+        for (;;) {
+          try {
+            await js.publish(`events.t${i % 1000}.user.updated`, JSON.stringify({ i }), { msgID: `e${i}` });
+            break;
+          } catch {
+            retries++;
+            await sleep(100);
+          }
+        }
+      }
+    }));
+    while (next < events / 3) await sleep(20);
+    await victim.kill();
+    const killedAt = next;
+    await sleep(3000);
+    await victim.start();
+    await publishing;
+    const publishS = (performance.now() - t0) / 1000;
+    // Wait for the sources to catch up: every partition's count adds up to EVENTS'.
+    const total = async () => {
+      let n = 0;
+      for (let p = 0; p < partitions; p++) n += (await jsm.streams.info(`EVENTS_${p}`)).state.messages;
+      return n;
+    };
+    const stored = (await jsm.streams.info('EVENTS')).state.messages;
+    const t1 = performance.now();
+    let copied = await total();
+    while (copied < stored && performance.now() - t1 < 60_000) { await sleep(250); copied = await total(); }
+    const catchUpS = (performance.now() - t1) / 1000;
+    // Read every partition stream: each event once, in EVENTS order, in the partition its tenant hashes to.
+    const problems: string[] = [];
+    const seen = new Set<number>();
+    for (let p = 0; p < partitions; p++) {
+      const c = await jsm.consumers.add(`EVENTS_${p}`, { ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true, inactive_threshold: nanos(60_000) });
+      const consumer = await jetstream(nc).consumers.get(`EVENTS_${p}`, c.name);
+      const want = (await jsm.streams.info(`EVENTS_${p}`)).state.messages;
+      let last = 0;
+      for (let got = 0; got < want;) {
+        const batch = await consumer.fetch({ max_messages: 1000, expires: 5000 });
+        for await (const m of batch) {
+          got++;
+          const src = m.headers?.get('Nats-Stream-Source')?.split(' ') ?? [];
+          const seq = Number(src[1]);
+          if (src[0] !== 'EVENTS' || !Number.isSafeInteger(seq)) { problems.push(`EVENTS_${p}: no source sequence`); continue; }
+          if (seq <= last) problems.push(`EVENTS_${p}: ${seq} after ${last}`);
+          if (seen.has(seq)) problems.push(`EVENTS sequence ${seq} copied twice`);
+          if (fnv1a(m.subject.split('.')[2]!) % partitions !== p) problems.push(`${m.subject} in EVENTS_${p}`);
+          seen.add(seq);
+          last = seq;
+        }
+      }
+    }
+    say('sources_across_node_kill', {
+      partitions, published: events, events_stored: stored, copied, distinct: seen.size, problems: problems.length,
+      publish_retries: retries, killed_after: killedAt, publish_s: Math.round(publishS * 10) / 10, catch_up_s: Math.round(catchUpS * 10) / 10,
+    }, `R3, ${victim.name} (leading ${leaders.get(victim.name)} partition streams) killed for 3 s`);
+    for (const x of problems.slice(0, 5)) process.stderr.write(`    ${x}\n`);
+  } finally {
+    await producer.close().catch(() => {});
+    await nc.close().catch(() => {});
+    await cluster.dispose();
+  }
+}
+
 const args = process.argv.slice(2);
 const opt = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
 const only = new Set((opt('--only') ?? 'timing,new,scale').split(','));
@@ -591,6 +693,7 @@ if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
 if (only.has('gets')) await gets(Number(opt('--reads') ?? 20_000));
+if (only.has('sources')) await sources(Number(opt('--partitions') ?? 16));
 /** Tenant partitions of the direct-subjects and direct-streams shapes. */
 const shapePartitions = Number(opt('--partitions') ?? 16);
 if (!Number.isSafeInteger(shapePartitions) || shapePartitions < 1) throw new Error('--partitions expects a whole number of 1 or more');
