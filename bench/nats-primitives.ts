@@ -376,6 +376,24 @@ function fnv1a(s: string): number {
   return h;
 }
 
+/**
+ * EVENTS storing `events.<tenant>.<type>` as `events.<p>.<tenant>.<type>` (its ingest transform, nats-server
+ * ≥ 2.10, one for every type's length), and EVENTS_<p> for each partition p sourcing it: the direct-sourced shape.
+ */
+async function addSourcedEvents(jsm: JetStreamManager, partitions: number, opts: { replicas: number; duplicateWindowMs: number; maxConsumers?: number }): Promise<void> {
+  await jsm.streams.add({
+    name: 'EVENTS', subjects: ['events.*.>'], num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
+    duplicate_window: nanos(opts.duplicateWindowMs),
+    subject_transform: { src: 'events.*.>', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.>` },
+  });
+  for (let p = 0; p < partitions; p++) {
+    await jsm.streams.add({
+      name: `EVENTS_${p}`, num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
+      sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }], ...(opts.maxConsumers ? { max_consumers: opts.maxConsumers } : {}),
+    });
+  }
+}
+
 const versionAtLeast = (v: string | undefined, major: number, minor: number) => {
   const [a = 0, b = 0] = (v ?? '0.0').split('.').map(Number);
   return a > major || (a === major && b >= minor);
@@ -395,18 +413,14 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
     const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${partitionOf(e)}` : 'EVENTS');
     const subjectOf = (e: number) => (sourced ? `events.${partitionOf(e)}.${shapeSubject(e).slice('events.'.length)}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
-    if (sourced) {
-      await jsm.streams.add({
-        name: 'EVENTS', subjects: ['events.*.*'], retention: RetentionPolicy.Limits, storage: StorageType.File, duplicate_window: nanos(100),
-        subject_transform: { src: 'events.*.*', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.{{wildcard(2)}}` },
-      });
-    }
-    for (let p = 0; p < streams; p++) {
-      await jsm.streams.add({
-        name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', retention: RetentionPolicy.Limits,
-        ...(sourced ? { sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }] } : { subjects: [streams > 1 ? `events.${p}.>` : 'events.>'] }),
-        storage: StorageType.File, duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
-      });
+    if (sourced) await addSourcedEvents(jsm, partitions, { replicas: 1, duplicateWindowMs: 100, maxConsumers: 100_000 });
+    else {
+      for (let p = 0; p < streams; p++) {
+        await jsm.streams.add({
+          name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', subjects: [streams > 1 ? `events.${p}.>` : 'events.>'], retention: RetentionPolicy.Limits,
+          storage: StorageType.File, duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
+        });
+      }
     }
     if (sourced) {
       // The partition computed here must be the server's, or no endpoint would get its events.
@@ -592,13 +606,7 @@ async function sources(partitions: number, events = 20_000): Promise<void> {
   try {
     await cluster.waitForMetaLeader(30_000);
     const jsm = await jetstreamManager(nc, { timeout: 20_000 });
-    await jsm.streams.add({
-      name: 'EVENTS', subjects: ['events.*.>'], num_replicas: 3, storage: StorageType.File, retention: RetentionPolicy.Limits, duplicate_window: nanos(120_000),
-      subject_transform: { src: 'events.*.>', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.>` },
-    });
-    for (let p = 0; p < partitions; p++) {
-      await jsm.streams.add({ name: `EVENTS_${p}`, num_replicas: 3, storage: StorageType.File, sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }] });
-    }
+    await addSourcedEvents(jsm, partitions, { replicas: 3, duplicateWindowMs: 120_000 });
     const leaders = new Map<string, number>();
     for (let p = 0; p < partitions; p++) {
       const l = (await jsm.streams.info(`EVENTS_${p}`)).cluster?.leader ?? '';
@@ -629,7 +637,8 @@ async function sources(partitions: number, events = 20_000): Promise<void> {
     await victim.start();
     await publishing;
     const publishS = (performance.now() - t0) / 1000;
-    // Wait for the sources to catch up: every partition's count adds up to EVENTS'.
+    // Wait for the sources to catch up: every partition's count adds up to EVENTS'. A stream info can go
+    // unanswered for a while after the restart (a leader being elected): asked again.
     const total = async () => {
       let n = 0;
       for (let p = 0; p < partitions; p++) n += (await jsm.streams.info(`EVENTS_${p}`)).state.messages;
@@ -637,8 +646,12 @@ async function sources(partitions: number, events = 20_000): Promise<void> {
     };
     const stored = (await jsm.streams.info('EVENTS')).state.messages;
     const t1 = performance.now();
-    let copied = await total();
-    while (copied < stored && performance.now() - t1 < 60_000) { await sleep(250); copied = await total(); }
+    let copied = 0;
+    while (performance.now() - t1 < 120_000) {
+      copied = await total().catch(() => copied);
+      if (copied >= stored) break;
+      await sleep(250);
+    }
     const catchUpS = (performance.now() - t1) / 1000;
     // Read every partition stream: each event once, in EVENTS order, in the partition its tenant hashes to.
     const problems: string[] = [];
@@ -693,9 +706,9 @@ if (only.has('timing')) await timing();
 if (only.has('new')) await newer();
 if (only.has('scale')) await scale(counts);
 if (only.has('gets')) await gets(Number(opt('--reads') ?? 20_000));
-if (only.has('sources')) await sources(Number(opt('--partitions') ?? 16));
-/** Tenant partitions of the direct-subjects and direct-streams shapes. */
+/** Tenant partitions of the direct-subjects, direct-streams and direct-sourced shapes and of `sources`. */
 const shapePartitions = Number(opt('--partitions') ?? 16);
 if (!Number.isSafeInteger(shapePartitions) || shapePartitions < 1) throw new Error('--partitions expects a whole number of 1 or more');
+if (only.has('sources')) await sources(shapePartitions);
 if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks, shapeRate, shapePartitions);
 process.stdout.write(JSON.stringify(figures) + '\n');
