@@ -358,7 +358,7 @@ async function scale(counts: number[]): Promise<void> {
 //                 consumer reads past its partition's messages only
 //   direct-sourced as direct-streams, with no subject mapping in nats.conf: producers publish
 //                 `events.<tenant>.<type>` into EVENTS, whose ingest transform (nats-server ≥ 2.10) stores it as
-//                 `events.<p>.<tenant>.<type>`, and each EVENTS_<p> sources EVENTS' partition p (nats-server
+//                 `events.<tenant>.<p>.<type>`, and each EVENTS_<p> sources EVENTS' partition p (nats-server
 //                 copies; the copy's Nats-Stream-Source header names the event's EVENTS sequence)
 const SHAPES = ['copy', 'direct', 'ref', 'direct-noack', 'direct-ackall', 'direct-subjects', 'direct-streams', 'direct-sourced'] as const;
 type Shape = (typeof SHAPES)[number];
@@ -377,19 +377,20 @@ function fnv1a(s: string): number {
 }
 
 /**
- * EVENTS storing `events.<tenant>.<type>` as `events.<p>.<tenant>.<type>` (its ingest transform, nats-server
- * ≥ 2.10, one for every type's length), and EVENTS_<p> for each partition p sourcing it: the direct-sourced shape.
+ * EVENTS storing `events.<tenant>.<type>` as `events.<tenant>.<p>.<type>` (its ingest transform, nats-server
+ * ≥ 2.10, one for every type's length; the tenant keeps its token, so `events.<tenant>.>` still finds all of
+ * its events), and EVENTS_<p> for each partition p sourcing it: the direct-sourced shape.
  */
 async function addSourcedEvents(jsm: JetStreamManager, partitions: number, opts: { replicas: number; duplicateWindowMs: number; maxConsumers?: number }): Promise<void> {
   await jsm.streams.add({
     name: 'EVENTS', subjects: ['events.*.>'], num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
     duplicate_window: nanos(opts.duplicateWindowMs),
-    subject_transform: { src: 'events.*.>', dest: `events.{{partition(${partitions},1)}}.{{wildcard(1)}}.>` },
+    subject_transform: { src: 'events.*.>', dest: `events.{{wildcard(1)}}.{{partition(${partitions},1)}}.>` },
   });
   for (let p = 0; p < partitions; p++) {
     await jsm.streams.add({
       name: `EVENTS_${p}`, num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
-      sources: [{ name: 'EVENTS', filter_subject: `events.${p}.>` }], ...(opts.maxConsumers ? { max_consumers: opts.maxConsumers } : {}),
+      sources: [{ name: 'EVENTS', filter_subject: `events.*.${p}.>` }], ...(opts.maxConsumers ? { max_consumers: opts.maxConsumers } : {}),
     });
   }
 }
@@ -411,7 +412,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
     const partitionOf = (e: number) => (sourced ? fnv1a(`t${Math.floor(e / 10)}`) % partitions : shapePartition(e, partitions));
     /** Endpoint e's event stream, and its subject there. */
     const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${partitionOf(e)}` : 'EVENTS');
-    const subjectOf = (e: number) => (sourced ? `events.${partitionOf(e)}.${shapeSubject(e).slice('events.'.length)}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
+    const subjectOf = (e: number) => (sourced ? `events.t${Math.floor(e / 10)}.${partitionOf(e)}.e${e % 10}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
     if (sourced) await addSourcedEvents(jsm, partitions, { replicas: 1, duplicateWindowMs: 100, maxConsumers: 100_000 });
     else {
@@ -670,7 +671,8 @@ async function sources(partitions: number, events = 20_000): Promise<void> {
           if (src[0] !== 'EVENTS' || !Number.isSafeInteger(seq)) { problems.push(`EVENTS_${p}: no source sequence`); continue; }
           if (seq <= last) problems.push(`EVENTS_${p}: ${seq} after ${last}`);
           if (seen.has(seq)) problems.push(`EVENTS sequence ${seq} copied twice`);
-          if (fnv1a(m.subject.split('.')[2]!) % partitions !== p) problems.push(`${m.subject} in EVENTS_${p}`);
+          const [, tenant, partition] = m.subject.split('.');
+          if (fnv1a(tenant!) % partitions !== p || partition !== String(p)) problems.push(`${m.subject} in EVENTS_${p}`);
           seen.add(seq);
           last = seq;
         }
