@@ -408,24 +408,24 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
     const direct = shapeName.startsWith('direct');
     const manyFilters = versionAtLeast(nc.info?.version, 2, 10);
     const streams = shapeName === 'direct-streams' || sourced ? partitions : 1;
-    /** A tenant's partition: nats-server's partition() (FNV-1a of the token, modulo) where it decides, else the producer's. */
-    const partitionOf = (e: number) => (sourced ? fnv1a(`t${Math.floor(e / 10)}`) % partitions : shapePartition(e, partitions));
+    /** Endpoint e's tenant token (shapeSubject's), and its partition: nats-server's partition() (FNV-1a of the token, modulo) where it decides, else the producer's. */
+    const tenantOf = (e: number) => `t${Math.floor(e / 10)}`;
+    const partitionOf = (e: number) => (sourced ? fnv1a(tenantOf(e)) % partitions : shapePartition(e, partitions));
     /** Endpoint e's event stream, and its subject there. */
     const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${partitionOf(e)}` : 'EVENTS');
-    const subjectOf = (e: number) => (sourced ? `events.t${Math.floor(e / 10)}.${partitionOf(e)}.e${e % 10}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
+    const subjectOf = (e: number) => (sourced ? `events.${tenantOf(e)}.${partitionOf(e)}.e${e % 10}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
     // As the service's EVENTS (streams/events.ts), with room for an endpoint consumer each.
-    if (sourced) await addSourcedEvents(jsm, partitions, { replicas: 1, duplicateWindowMs: 100, maxConsumers: 100_000 });
-    else {
+    if (!sourced) {
       for (let p = 0; p < streams; p++) {
         await jsm.streams.add({
           name: streams > 1 ? `EVENTS_${p}` : 'EVENTS', subjects: [streams > 1 ? `events.${p}.>` : 'events.>'], retention: RetentionPolicy.Limits,
           storage: StorageType.File, duplicate_window: nanos(100), max_consumers: 100_000, allow_direct: shapeName === 'ref',
         });
       }
-    }
-    if (sourced) {
+    } else {
+      await addSourcedEvents(jsm, partitions, { replicas: 1, duplicateWindowMs: 100, maxConsumers: 100_000 });
       // The partition computed here must be the server's, or no endpoint would get its events.
-      await js.publish('events.t0.probe', 'x');
+      await js.publish(`events.${tenantOf(0)}.probe`, 'x');
       const p = partitionOf(0);
       for (let tries = 0; (await jsm.streams.info(`EVENTS_${p}`)).state.messages < 1; tries++) {
         if (tries > 50) throw new Error(`${tag}: tenant t0's probe is not in EVENTS_${p}: partition() differs from fnv1a here`);
