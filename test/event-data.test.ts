@@ -1,7 +1,7 @@
 // What a producer publishes to events.<tenant>.<event name> and what parseEvent makes of it.
 import test from 'ava';
 import {
-  DEFAULT_EVENT_LIMITS, encodeDelivery, jsonDepth, parseEvent, RejectionReason, type ParsedEvent,
+  DEFAULT_EVENT_LIMITS, encodeDelivery, jsonDepth, parseEvent, producerSubject, RejectionReason, type ParsedEvent,
 } from '../src/domain/event-data.ts';
 
 const body = (text: string) => new TextEncoder().encode(text);
@@ -27,6 +27,26 @@ test('the data object passes through unchanged for events without stated rules',
   const data = { nested: { list: [1, 'two', null], flag: true }, unicode: 'ünï ✓', n: 1.5 };
   const parsed = parseEvent('events.t1.connection.saml_certificate_renewed', body(JSON.stringify(data)));
   t.deepEqual(parsed, { ok: true, tenant: 't1', type: 'connection.saml_certificate_renewed', data });
+});
+
+test('a partition token after the tenant (the stored form of a partitioned EVENTS) is not part of the event', (t) => {
+  t.deepEqual(parseEvent('events.t1.7.user.created', body('{"userId":"user_1"}')), { ok: true, tenant: 't1', type: 'user.created', data: { userId: 'user_1' } });
+  t.deepEqual(parseEvent('events.42.15.organization.auth_policy.updated', body('{}')),
+    { ok: true, tenant: '42', type: 'organization.auth_policy.updated', data: {} });
+  // The producer's own subject, however it was stored: a digits-only tenant keeps its place.
+  for (const [stored, published] of [
+    ['events.t1.0.user.created', 'events.t1.user.created'],
+    ['events.123.4.user.created', 'events.123.user.created'],
+    ['events.t1.user.created', 'events.t1.user.created'],
+    ['events.t1.4', 'events.t1.4'],
+    ['events.t1.4x.user.created', 'events.t1.4x.user.created'],
+    ['events.t1..user.created', 'events.t1..user.created'],
+    ['events', 'events'],
+    ['events.t1', 'events.t1'],
+  ] as const) t.is(producerSubject(stored), published, stored);
+  // Only one token is the partition: a second is part of the (unknown) event name.
+  t.like(rejected(t, parseEvent('events.t1.3.5.user.created', body('{}'))), { reason: 'unknown_event' });
+  t.like(rejected(t, parseEvent('events.t1.3', body('{}'))), { reason: 'unknown_event' });
 });
 
 const UNKNOWN = [

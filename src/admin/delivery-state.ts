@@ -31,6 +31,7 @@ import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { rateBuckets, rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
+import { producerSubject } from '../domain/event-data.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { readEndpoint } from '../endpoints/read.ts';
@@ -83,7 +84,7 @@ export function createDeliveryStates(deps: {
     const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq: decoded.seq });
     // A recreated stream reuses sequences: the stored time must match the id's too.
     if (!m || Math.abs(m.time.getTime() - decoded.ms) > 1) return undefined;
-    const match = /^events\.([^.]+)\.(.+)$/.exec(m.subject);
+    const match = /^events\.([^.]+)\.(.+)$/.exec(producerSubject(m.subject));
     if (!match) return undefined;
     return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at: decoded.ms };
   }

@@ -8,6 +8,7 @@ import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor } from '../../streams/events.ts';
 import { REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
+import { producerSubject } from '../domain/event-data.ts';
 import { EndpointStatus } from '../domain/endpoint.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import { EndpointRecord } from '../db/entities.ts';
@@ -82,7 +83,7 @@ export function createDeliveryLog(deps: { orm: MikroORM; jsm: JetStreamManager; 
   // ---- events trace ----
 
   const storedEvent = async (seq: number): Promise<StoredMsg | null> => jsm.streams.getMessage(EVENTS_STREAM, { seq }).catch(() => null);
-  const typeOf = (m: StoredMsg | null): string | null => (m ? m.subject.split('.').slice(2).join('.') || null : null);
+  const typeOf = (m: StoredMsg | null): string | null => (m ? producerSubject(m.subject).split('.').slice(2).join('.') || null : null);
 
   /** The tenant's rejected events (newest first, bounded) whose body holds `quoted`, or whose EVENTS seq is `seq`. */
   async function rejectedOf(tenant: string, match: (m: StoredMsg) => boolean, wanted = Number.MAX_SAFE_INTEGER): Promise<StoredMsg[]> {

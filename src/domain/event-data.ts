@@ -46,16 +46,40 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 const reject = (reason: RejectionReason, detail: string): ParsedEvent => ({ ok: false, reason, detail });
 
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+
 /**
- * Parse `events.<tenant>.<event name>` and its JSON body. Event names may contain dots. The checks run
- * cheapest first, and nothing parses the body before its size, encoding and nesting depth are known
- * to be within the limits. Details never quote the body (it is tenant data).
+ * A stored event's subject as its producer published it. EVENTS holds two forms: `events.<tenant>.<event>`,
+ * and `events.<tenant>.<p>.<event>`, where `<p>` is the tenant's partition, a token of digits that an
+ * ingest transform of nats-server adds (docs/architecture.md, partitions made by nats-server). An event
+ * name starts with a letter, so a token of digits after the tenant is always the partition.
+ * Anything else comes back unchanged (parseEvent says what is wrong with it).
  */
-export function parseEvent(subject: string, body: Uint8Array, limits: EventLimits = DEFAULT_EVENT_LIMITS): ParsedEvent {
+export function producerSubject(stored: string): string {
+  const afterEvents = stored.indexOf('.');
+  const afterTenant = afterEvents < 0 ? -1 : stored.indexOf('.', afterEvents + 1);
+  if (afterTenant < 0) return stored;
+  const afterPartition = stored.indexOf('.', afterTenant + 1);
+  if (afterPartition <= afterTenant + 1) return stored;
+  for (let i = afterTenant + 1; i < afterPartition; i++) {
+    const c = stored.charCodeAt(i);
+    if (c < DIGIT_0 || c > DIGIT_9) return stored;
+  }
+  return stored.slice(0, afterTenant + 1) + stored.slice(afterPartition + 1);
+}
+
+/**
+ * Parse `events.<tenant>.<event name>` (either stored form: producerSubject) and its JSON body. Event
+ * names may contain dots. The checks run cheapest first, and nothing parses the body before its size,
+ * encoding and nesting depth are known to be within the limits. Details never quote the body (it is
+ * tenant data).
+ */
+export function parseEvent(stored: string, body: Uint8Array, limits: EventLimits = DEFAULT_EVENT_LIMITS): ParsedEvent {
   if (body.byteLength > limits.maxBytes) {
     return reject(RejectionReason.TooLarge, `body is ${body.byteLength} bytes; the limit is ${limits.maxBytes}`);
   }
-  const parts = subject.split('.');
+  const parts = producerSubject(stored).split('.');
   if (parts.length < 3 || parts[0] !== 'events' || !parts[1]) {
     return reject(RejectionReason.BadSubject, 'expected events.<tenant>.<event>');
   }

@@ -6,7 +6,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { RejectedHeader, rejectedSubject } from '../../streams/rejected.ts';
 import { ROUTER_MAX_DELIVER } from '../../streams/events.ts';
-import { RejectionReason } from '../domain/event-data.ts';
+import { producerSubject, RejectionReason } from '../domain/event-data.ts';
 import { isTenantId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -78,7 +78,7 @@ export function createVerdicts(deps: { publisher: AckedPublisher; maxEventBytes:
     const h = natsHeaders();
     h.set(RejectedHeader.Reason, reason);
     h.set(RejectedHeader.Detail, detail);
-    h.set(RejectedHeader.Subject, m.subject);
+    h.set(RejectedHeader.Subject, producerSubject(m.subject));
     if (tenant !== undefined && isTenantId(tenant)) h.set(RejectedHeader.Tenant, tenant);
     h.set(RejectedHeader.EventsSeq, String(m.seq));
     h.set(RejectedHeader.EventTime, new Date(Number(m.timestampNanos / 1_000_000n)).toISOString());
