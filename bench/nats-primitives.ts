@@ -25,6 +25,7 @@ import { cpuTicks, TICKS } from './metering.ts';
 import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrder } from './publish-child.ts';
 import { describe } from '../src/errors.ts';
 import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
+import { tenantPartition } from '../src/domain/partition.ts';
 import { NATS_BINARY as BINARY } from '../test/helpers/nats-binary.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
 import { CLUSTER_PASSWORDS, startNatsCluster } from '../test/helpers/nats-cluster.ts';
@@ -369,13 +370,6 @@ const ROUTER_LANES = 256;
 const SHAPE_SCHEDULE = [5000, 30_000, 120_000, 900_000];
 const EVENT_SEQ = 'hookstream-event-seq';
 
-/** FNV-1a, 32 bits: what nats-server's partition() hashes a token with. */
-function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (const b of Buffer.from(s)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
-  return h;
-}
-
 /**
  * EVENTS storing `events.<tenant>.<type>` as `events.<tenant>.<p>.<type>` (its ingest transform, nats-server
  * ≥ 2.10, one for every type's length; the tenant keeps its token, so `events.<tenant>.>` still finds all of
@@ -410,7 +404,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
     const streams = shapeName === 'direct-streams' || sourced ? partitions : 1;
     /** Endpoint e's tenant token (shapeSubject's), and its partition: nats-server's partition() (FNV-1a of the token, modulo) where it decides, else the producer's. */
     const tenantOf = (e: number) => `t${Math.floor(e / 10)}`;
-    const partitionOf = (e: number) => (sourced ? fnv1a(tenantOf(e)) % partitions : shapePartition(e, partitions));
+    const partitionOf = (e: number) => (sourced ? tenantPartition(tenantOf(e), partitions) : shapePartition(e, partitions));
     /** Endpoint e's event stream, and its subject there. */
     const eventsOf = (e: number) => (streams > 1 ? `EVENTS_${partitionOf(e)}` : 'EVENTS');
     const subjectOf = (e: number) => (sourced ? `events.${tenantOf(e)}.${partitionOf(e)}.e${e % 10}` : partitioned ? shapePartitionedSubject(e, partitions) : shapeSubject(e));
@@ -428,7 +422,7 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
       await js.publish(`events.${tenantOf(0)}.probe`, 'x');
       const p = partitionOf(0);
       for (let tries = 0; (await jsm.streams.info(`EVENTS_${p}`)).state.messages < 1; tries++) {
-        if (tries > 50) throw new Error(`${tag}: tenant t0's probe is not in EVENTS_${p}: partition() differs from fnv1a here`);
+        if (tries > 50) throw new Error(`${tag}: tenant t0's probe is not in EVENTS_${p}: partition() differs from tenantPartition here`);
         await sleep(100);
       }
       await jsm.streams.purge(`EVENTS_${p}`);
@@ -672,7 +666,7 @@ async function sources(partitions: number, events = 20_000): Promise<void> {
           if (seq <= last) problems.push(`EVENTS_${p}: ${seq} after ${last}`);
           if (seen.has(seq)) problems.push(`EVENTS sequence ${seq} copied twice`);
           const [, tenant, partition] = m.subject.split('.');
-          if (fnv1a(tenant!) % partitions !== p || partition !== String(p)) problems.push(`${m.subject} in EVENTS_${p}`);
+          if (tenantPartition(tenant!, partitions) !== p || partition !== String(p)) problems.push(`${m.subject} in EVENTS_${p}`);
           seen.add(seq);
           last = seq;
         }
