@@ -5,6 +5,7 @@ import { formatDuration, parseDuration } from './domain/duration.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
 import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
 import { DELIVERY_MAX_BODY, MAX_DELIVERY_SHARDS, MAX_QUEUED_PER_ENDPOINT, QUEUE_RETENTION_MS } from '../streams/deliveries.ts';
+import { MAX_EVENT_PARTITIONS } from '../streams/events.ts';
 import { ERASURE_INDEX_MAX_AGE_MS } from '../streams/erasure-index.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'] as const;
@@ -65,6 +66,8 @@ export interface Config {
   queueRetentionMs: number;
   /** Number of DELIVERIES streams endpoints are spread over; fixed once streams exist. */
   deliveryShards: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: partition streams nats-server fills from EVENTS (0: none); fixed once set. */
+  eventPartitions: number;
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
   replicas: number;
   rateLimitPerSecond: number;
@@ -119,6 +122,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
   { name: 'HOOKSTREAM_QUEUE_RETENTION', default: formatDuration(QUEUE_RETENTION_MS), meaning: `a delivery still queued this long after it was routed (held for a disabled endpoint, say) is removed unsent; shorter than the erasure index's ${formatDuration(ERASURE_INDEX_MAX_AGE_MS)}, longer than the retry schedule (the same on every instance)` },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
+  { name: 'HOOKSTREAM_EVENT_PARTITIONS', default: '0', meaning: `partition streams EVENTS_<p> that nats-server fills from EVENTS, for the next delivery path (0 to ${MAX_EVENT_PARTITIONS}; fixed once set; 0: none)` },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
   { name: 'HOOKSTREAM_AUTH_FAILURE_BURST', default: '20', meaning: 'failed authentications (API keys, portal and console cookies, console sign-ins) a source address or key prefix may make at once, then one a second, before 429s without a lookup; 0 turns it off' },
@@ -305,6 +309,7 @@ export function loadConfig(env: Env = process.env): Config {
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
     deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, MAX_DELIVERY_SHARDS),
+    eventPartitions: int(env, 'HOOKSTREAM_EVENT_PARTITIONS', 0, 0, MAX_EVENT_PARTITIONS),
     // JetStream allows at most 5 replicas.
     replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),

@@ -137,7 +137,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const jsm = await startupJetStreamManager(nc);
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
-      queueRetentionMs: config.queueRetentionMs,
+      queueRetentionMs: config.queueRetentionMs, partitions: config.eventPartitions,
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
     });
     const keys = await loadKeys(config, log, {
@@ -173,7 +173,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     let router: Router | undefined;
     const supervisor = createRoleSupervisor({ log, restarts: metrics.roleRestarts });
     const ops = createServiceOps({
-      nc, jsm, orm, metrics, shards: config.deliveryShards, checkProjection: roles.has('api'), roles: supervisor.down,
+      nc, jsm, orm, metrics, shards: config.deliveryShards, partitions: config.eventPartitions, checkProjection: roles.has('api'), roles: supervisor.down,
       // The backlog gauges once per process: the half that delivers lists them.
       backlog: opts.half !== 'api',
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
@@ -330,7 +330,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (roles.has('admin') && orm && webhookIds && deadLetterTags && subjectHasher) {
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
-        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, webhookIds, subjectHasher,
+        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, partitions: config.eventPartitions, webhookIds, subjectHasher,
         endpointStore: endpoints?.store, bodies: dataKeys,
         log: log.child({ role: 'admin' }), metrics,
       });

@@ -5,7 +5,8 @@
 import { JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerInfo, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { ConfigError } from '../src/errors.ts';
 
-export type StreamDefinition = Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>;
+/** A stream's settings; one filled by sources alone has no subjects. */
+export type StreamDefinition = Partial<StreamConfig> & Pick<StreamConfig, 'name'>;
 
 /** What every stream and durable consumer hookstream creates has in common. */
 export interface EnsureOptions {

@@ -1,8 +1,13 @@
 // EVENTS: what producers publish, `events.<tenant>.<event name>`, kept for a week so a router that
 // was down catches up. The router reads it through one durable consumer.
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/nats-core';
-import { ensureConsumer, ensureStream, type EnsureOptions } from './ensure.ts';
+//
+// With HOOKSTREAM_EVENT_PARTITIONS set (the delivery path's next shape, docs/architecture.md), EVENTS'
+// ingest transform stores each event as `events.<tenant>.<p>.<event name>`, p the tenant's partition, and
+// nats-server copies each partition's events into EVENTS_<p> (a source filtered to the partition).
+import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { nanos, type MsgHdrs } from '@nats-io/nats-core';
+import { ConfigError } from '../src/errors.ts';
+import { ensureConsumer, ensureStream, isApiError, type EnsureOptions } from './ensure.ts';
 
 export const EVENTS_STREAM = 'EVENTS';
 export const EVENTS_SUBJECTS = 'events.>';
@@ -25,18 +30,67 @@ export const routerFloor = (c: { num_ack_pending: number; ack_floor: { stream_se
 
 export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
 
-export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions): Promise<void> {
+/** HOOKSTREAM_EVENT_PARTITIONS at most: each partition's source reads every event of EVENTS. */
+export const MAX_EVENT_PARTITIONS = 64;
+const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
+
+export const partitionStream = (p: number) => `EVENTS_${p}`;
+
+/** EVENTS' ingest transform into `partitions` partitions: one for every event name's length; the tenant keeps its token. */
+export const partitionTransform = (partitions: number) => ({ src: 'events.*.>', dest: `events.{{wildcard(1)}}.{{partition(${partitions},1)}}.>` });
+
+/** How many partitions EVENTS' transform makes (0: none). */
+export function partitionsOf(config: Pick<StreamConfig, 'subject_transform'>): number {
+  const m = /^events\.\{\{wildcard\(1\)\}\}\.\{\{partition\((\d+),1\)\}\}\.>$/.exec(config.subject_transform?.dest ?? '');
+  return m ? Number(m[1]) : 0;
+}
+
+/** The EVENTS sequence a partition stream's copy was made from: the second word of its Nats-Stream-Source header. */
+export function sourcedSeq(h: MsgHdrs | undefined): number | undefined {
+  const seq = Number(h?.get('Nats-Stream-Source')?.split(' ')[1]);
+  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+}
+
+/**
+ * EVENTS and its durable router consumer; with `partitions` (HOOKSTREAM_EVENT_PARTITIONS, fixed once set)
+ * the transform and the partition streams too. The partition streams come first, so none misses an event
+ * (each source reads EVENTS from its start).
+ */
+export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions, partitions = 0): Promise<void> {
+  let current: StreamConfig | undefined;
+  try {
+    current = (await jsm.streams.info(EVENTS_STREAM)).config;
+  } catch (e) {
+    if (!isApiError(e, JetStreamApiCodes.StreamNotFound)) throw e;
+  }
+  const made = current ? partitionsOf(current) : 0;
+  if (made > 0 && made !== partitions) {
+    throw new ConfigError('HOOKSTREAM_EVENT_PARTITIONS', `is ${partitions} but EVENTS is split into ${made} partitions, which is fixed once set: set it to ${made}`);
+  }
+  for (let p = 0; p < partitions; p++) {
+    await ensureStream(jsm, {
+      name: partitionStream(p),
+      sources: [{ name: EVENTS_STREAM, filter_subject: `events.*.${p}.>` }],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      discard: DiscardPolicy.Old,
+      // As long as EVENTS; no max_msg_size (EVENTS bounds the events, the copy adds its source header).
+      max_age: nanos(EVENTS_MAX_AGE_MS),
+      duplicate_window: nanos(100),
+    }, opts);
+  }
   await ensureStream(jsm, {
     name: EVENTS_STREAM,
     subjects: [EVENTS_SUBJECTS],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     discard: DiscardPolicy.Old,
-    max_age: nanos(7 * 24 * 3600_000),
+    max_age: nanos(EVENTS_MAX_AGE_MS),
     max_msg_size: EVENTS_MAX_MSG_SIZE,
     // The minimum nats-server allows. Nats-Msg-Id dedupe here would span tenants (one tenant's id would
     // drop another's event); the router dedupes per tenant instead (src/router/dedupe.ts).
     duplicate_window: nanos(100),
+    ...(partitions > 0 ? { subject_transform: partitionTransform(partitions) } : {}),
   }, opts);
   await ensureConsumer(jsm, EVENTS_STREAM, {
     durable_name: ROUTER_CONSUMER,

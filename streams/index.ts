@@ -33,6 +33,8 @@ export async function ensureStreams(
   jsm: JetStreamManager,
   opts: {
     shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void;
+    /** HOOKSTREAM_EVENT_PARTITIONS; absent: none. */
+    partitions?: number;
     /** HOOKSTREAM_QUEUE_RETENTION; absent: its default (benches, tests). */
     queueRetentionMs?: number;
   },
@@ -43,7 +45,7 @@ export async function ensureStreams(
   for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
     try {
       await ensureEndpointsStream(jsm, o);
-      await ensureEventsStream(jsm, o);
+      await ensureEventsStream(jsm, o, opts.partitions);
       await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o, opts.queueRetentionMs);
       await ensureDeadLetterStream(jsm, opts.shards, o);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);

@@ -40,6 +40,7 @@ test('defaults without any variable', (t) => {
     maxQueuedPerEndpoint: 100_000,
     queueRetentionMs: 28 * 86_400_000,
     deliveryShards: 128,
+    eventPartitions: 0,
     rateLimitPerSecond: 100,
     authFailureBurst: 20,
     maxEventBytes: 262_144,

@@ -4,7 +4,8 @@
 // (src/erasure/data-keys.ts), so no queue ever holds the marker in plain text, and after `erase` the key is
 // gone from the store files too: a sealed copy kept from before (as an acknowledged delivery's bytes stay
 // in its queue's block) no longer opens. EVENTS, REJECTED, ATTEMPTS, ERASURE_INDEX and queued deliveries
-// are overwritten by secure erase; Postgres holds no plain text.
+// are overwritten by secure erase; Postgres holds no plain text. EVENTS is split into partitions
+// (HOOKSTREAM_EVENT_PARTITIONS), so the copies nats-server makes of each event are on disk too, and go.
 import test from 'ava';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -20,7 +21,7 @@ let h: TestService;
 let admin: AdminClient;
 
 test.before(async () => {
-  h = await startTestService('erasure_disk', { HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms' });
+  h = await startTestService('erasure_disk', { HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms', HOOKSTREAM_EVENT_PARTITIONS: '4' });
   ({ admin } = await h.operator({ timeoutMs: 60_000 }));
 });
 test.after.always(() => h?.closeAll());

@@ -1,72 +1,98 @@
-// EVENTS with the ingest transform that adds the tenant's partition to each stored subject
-// (`events.<tenant>.<p>.<event>`, docs/architecture.md): the whole service, on a real nats-server, reads
-// both stored forms the same way. Routed and delivered with the producer's event type, rejected with the
-// producer's subject, traced, shown and erased, while EVENTS still holds events stored before the transform.
+// EVENTS split into partitions by nats-server (HOOKSTREAM_EVENT_PARTITIONS, the delivery path's next shape,
+// docs/architecture.md): its ingest transform stores `events.<tenant>.<p>.<event>`, and each EVENTS_<p>
+// copies its partition. The whole service on a real nats-server reads both stored forms alike (routed,
+// delivered, rejected, traced, shown), and erasure reaches every copy, while EVENTS still holds events
+// stored before the switch.
 import test from 'ava';
-import type { StreamConfig } from '@nats-io/jetstream';
+import { runCli } from './helpers/cli.ts';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
-import { EVENTS_STREAM } from '../streams/events.ts';
+import { tenantPartition } from '../src/domain/partition.ts';
+import { messagesOf } from '../src/erasure/by-subject.ts';
+import { EVENTS_STREAM, partitionStream, sourcedSeq } from '../streams/events.ts';
+import { ensureStreams } from '../streams/index.ts';
+
+const PARTITIONS = 16;
+const TENANT = 'tenant_parted' as TenantId;
+/** Another tenant in TENANT's partition: its copies sit between TENANT's. */
+const NEIGHBOUR = Array.from({ length: 1000 }, (_, i) => `tenant_near_${i}`)
+  .find((x) => x !== TENANT && tenantPartition(x, PARTITIONS) === tenantPartition(TENANT, PARTITIONS))! as TenantId;
+const STREAM = partitionStream(tenantPartition(TENANT, PARTITIONS));
 
 let h: TestService;
 let admin: AdminClient;
+let before: number;
 
-/** What the next step of the delivery path configures: one transform for every event name's length. */
-const PARTITIONING = { src: 'events.*.>', dest: 'events.{{wildcard(1)}}.{{partition(16,1)}}.>' };
+const storedSubject = async (seq: number) => (await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq }))?.subject;
 
-const storedSubject = async (seq: number) => (await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq }))!.subject;
-
-/** Switch EVENTS' ingest transform on (it stays on for the rest of the file). */
-async function partitionEvents(): Promise<void> {
-  const { config } = await h.service.jsm.streams.info(EVENTS_STREAM);
-  if (!config.subject_transform) await h.service.jsm.streams.update(EVENTS_STREAM, { ...config, subject_transform: PARTITIONING } as StreamConfig);
+/** The tenant's copies in its partition stream: their EVENTS sequence and body. */
+async function copiesOf(tenant: string): Promise<{ events: number; text: string }[]> {
+  const out: { events: number; text: string }[] = [];
+  for await (const m of messagesOf(h.service.jsm, STREAM, `events.${tenant}.>`)) out.push({ events: sourcedSeq(m.header)!, text: Buffer.from(m.data).toString() });
+  return out;
 }
 
 test.before(async () => {
   h = await startTestService('partitioned_events', { HOOKSTREAM_RETRY_SCHEDULE: '300ms' });
   ({ admin } = await h.operator({ timeoutMs: 30_000 }));
+  // An event stored before the switch, in the producer's form.
+  before = (await h.publish(TENANT, 'user.created', { userId: 'user_before' })).seq;
+  await h.restart({ HOOKSTREAM_RETRY_SCHEDULE: '300ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) });
 });
 
 test.after.always(() => h?.closeAll());
 
-test.serial('events stored before and after the partition transform are delivered, traced, shown and erased alike', async (t) => {
-  const tenant = 'tenant_parted' as TenantId;
+test.serial('events stored before and after the switch are delivered, traced and shown alike; each partitioned one is copied once', async (t) => {
   const r = await h.receiver(() => 200);
-  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*', 'organization.*'] });
-  const before = await h.publish(tenant, 'user.created', { userId: 'user_before' });
-  t.is(await storedSubject(before.seq), `events.${tenant}.user.created`);
-  await r.waitFor(1);
+  const { endpoint } = await h.store.create(TENANT, { url: r.url, events: ['user.*', 'organization.*'] });
+  t.is(await storedSubject(before), `events.${TENANT}.user.created`);
+  const after = await h.publish(TENANT, 'user.updated', { userId: 'user_after' });
+  const dotted = await h.publish(TENANT, 'organization.auth_policy.updated', { organizationId: 'org_after' });
+  const p = tenantPartition(TENANT, PARTITIONS);
+  t.is(await storedSubject(after.seq), `events.${TENANT}.${p}.user.updated`);
+  t.is(await storedSubject(dotted.seq), `events.${TENANT}.${p}.organization.auth_policy.updated`);
 
-  await partitionEvents();
-  const after = await h.publish(tenant, 'user.updated', { userId: 'user_after' });
-  const dotted = await h.publish(tenant, 'organization.auth_policy.updated', { organizationId: 'org_after' });
-  const stored = await storedSubject(after.seq);
-  const partition = /^events\.tenant_parted\.(\d+)\.user\.updated$/.exec(stored)?.[1];
-  t.truthy(partition, `stored as ${stored}`);
-  t.is(await storedSubject(dotted.seq), `events.${tenant}.${partition}.organization.auth_policy.updated`);
+  // The endpoint was created after `before` was routed: it gets the two later events.
+  await r.waitFor(2);
+  t.deepEqual(r.received.map((x) => (JSON.parse(x.body) as { type: string }).type).sort(), ['organization.auth_policy.updated', 'user.updated']);
+  const copies = await eventually(async () => { const c = await copiesOf(TENANT); return c.length === 2 ? c : undefined; }, 10_000, 'two copies');
+  t.deepEqual(copies.map((c) => c.events), [after.seq, dotted.seq], 'in EVENTS order, the one from before the switch not among them');
 
-  await r.waitFor(3);
-  const types = r.received.map((x) => (JSON.parse(x.body) as { type: string }).type).sort();
-  t.deepEqual(types, ['organization.auth_policy.updated', 'user.created', 'user.updated']);
-
-  const delivered = r.received.find((x) => x.body.includes('user_after'))!;
-  const webhookId = String(delivered.headers['webhook-id']);
-  const shown = await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id });
-  t.like(shown, { tenant, event_type: 'user.updated' });
-  const traced = await eventually(async () => (await admin.traceEvents({ tenant, user: 'user_after' })).data[0], 30_000, 'trace of user_after');
+  const webhookId = String(r.received.find((x) => x.body.includes('user_after'))!.headers['webhook-id']);
+  t.like(await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id }), { tenant: TENANT, event_type: 'user.updated' });
+  const traced = await eventually(async () => (await admin.traceEvents({ tenant: TENANT, user: 'user_after' })).data[0], 30_000, 'trace of user_after');
   t.like(traced, { event_type: 'user.updated', webhook_id: webhookId });
+});
 
-  const erased = await admin.eraseSubject({ tenant, user: 'user_after' });
-  t.is(erased.stores.events.erased, 1);
-  t.is(await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq: after.seq }), null);
-  t.is(await storedSubject(before.seq), `events.${tenant}.user.created`, 'the other user\'s event stays');
+test.serial('erasing a user erases its events\' copies in the partition stream, between other users\' and another tenant\'s', async (t) => {
+  const r = await h.receiver(() => 200);
+  await h.store.create(TENANT, { url: r.url, events: ['user.*'] });
+  const mine: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const ack = await h.publish(TENANT, 'user.updated', { userId: i % 3 === 0 ? 'user_gone' : `user_kept_${i}`, i });
+    if (i % 3 === 0) mine.push(ack.seq);
+    await h.publish(NEIGHBOUR, 'user.updated', { userId: 'user_gone', i });
+  }
+  await r.waitFor(30);
+  await eventually(async () => ((await copiesOf(TENANT)).some((c) => c.events === mine.at(-1)) ? true : undefined), 10_000, 'the last copy');
+
+  const erased = await admin.eraseSubject({ tenant: TENANT, user: 'user_gone' });
+  t.is(erased.stores.partition_copies.erased, mine.length);
+  t.true(erased.routing_caught_up);
+  const left = await copiesOf(TENANT);
+  t.deepEqual(left.filter((c) => c.text.includes('user_gone')), []);
+  t.is(left.filter((c) => c.text.includes('user_kept_')).length, 20);
+  t.is((await copiesOf(NEIGHBOUR)).length, 30, 'the other tenant\'s copies of the same user id stay');
+  for (const seq of mine) t.is(await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq }), null);
+  t.is(await storedSubject(before), `events.${TENANT}.user.created`, 'another user\'s event stays');
+  // Again: nothing left to erase.
+  t.is((await admin.eraseSubject({ tenant: TENANT, user: 'user_gone' })).stores.partition_copies.erased, 0);
 });
 
 test.serial('a rejected event is recorded with the subject its producer published to', async (t) => {
   const tenant = 'tenant_parted_bad';
-  await partitionEvents();
   await h.publishRaw(tenant, 'user.created', '{"userId": 42}');
   await h.publishRaw(tenant, 'user.nonsense', '{}');
   const rejected = await eventually(async () => {
@@ -77,4 +103,25 @@ test.serial('a rejected event is recorded with the subject its producer publishe
     [`events.${tenant}.user.created`, 'user.created', 'invalid_data'],
     [`events.${tenant}.user.nonsense`, 'user.nonsense', 'unknown_event'],
   ]);
+});
+
+test.serial('the partition count is fixed once set: another one, or none, is refused with the value to set', async (t) => {
+  const opts = { shards: h.config.deliveryShards, maxQueued: 100, retrySchedule: [300], replicas: 1 };
+  for (const partitions of [8, 0]) {
+    const e = await t.throwsAsync(ensureStreams(h.service.jsm, { ...opts, partitions }));
+    t.is(e?.name, 'ConfigError');
+    t.is(e?.message, `HOOKSTREAM_EVENT_PARTITIONS: is ${partitions} but EVENTS is split into ${PARTITIONS} partitions, which is fixed once set: set it to ${PARTITIONS}`);
+  }
+});
+
+test.serial('erasing the whole tenant purges its partition copies and leaves its neighbour\'s', async (t) => {
+  t.true((await copiesOf(TENANT)).length > 0);
+  const run = await runCli(['erase', '--tenant', TENANT, '--everything', '--json', '--operator', 'dpo@example.com'], {
+    ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
+    HOOKSTREAM_DELIVERY_SHARDS: String(h.config.deliveryShards), HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS),
+  });
+  t.is(run.code, 0, run.stderr);
+  t.deepEqual(await copiesOf(TENANT), []);
+  t.is((await copiesOf(NEIGHBOUR)).length, 30);
+  t.is(await storedSubject(before), undefined);
 });

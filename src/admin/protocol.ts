@@ -172,10 +172,13 @@ export interface SubjectErasureOut {
      * unapplied_scanned: index messages read past the index projection's checkpoint (it had not applied them).
      */
     index: { entries: number; erased: number; unapplied_scanned: number };
+    /** The erased events' copies in their tenant's partition stream (HOOKSTREAM_EVENT_PARTITIONS; 0 without). */
+    partition_copies: { erased: number };
   };
   /**
-   * False when the router had not routed everything published before erasure started within the wait:
-   * what it routes afterwards is indexed but not erased. Run erasure again.
+   * False when the router had not routed everything published before erasure started within the wait
+   * (what it routes afterwards is indexed but not erased), or nats-server had not copied the tenant's
+   * events into its partition stream (a copy made afterwards is not erased). Run erasure again.
    */
   routing_caught_up: boolean;
 }
@@ -184,7 +187,7 @@ export interface SubjectErasureOut {
 export function erasureSummary(r: SubjectErasureOut): string {
   const s = r.stores;
   return [
-    `data keys ${s.data_keys.destroyed}`, `events ${s.events.erased + s.unrouted_events.erased}`, `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
+    `data keys ${s.data_keys.destroyed}`, `events ${s.events.erased + s.unrouted_events.erased}`, ...(s.partition_copies.erased > 0 ? [`partition copies ${s.partition_copies.erased}`] : []), `deliveries ${s.deliveries.erased} (${s.deliveries.already_gone} already delivered or gone)`,
     `attempts ${s.attempts.erased}`, `dead letters ${s.dead_letters.erased}`, `replays ${s.replays.erased}`, `rejected ${s.rejected.erased}`, `index entries ${s.index.erased}`,
     ...(r.routing_caught_up ? [] : ['routing had not caught up: run again']),
   ].join(', ');

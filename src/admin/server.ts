@@ -107,6 +107,8 @@ export async function startAdmin(deps: {
   /** Checks each dead letter's authentication tag (keyed by the master key). */
   deadLetterTags: DeadLetterTagger;
   shards: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: erasure reaches the events' partition copies. */
+  partitions?: number;
   /** Turns a webhook-id back into its EVENTS message (deliveries show). */
   webhookIds: WebhookIdCodec;
   /** Subject ids' keyed hashes (erasure, issue 22). */
@@ -127,7 +129,7 @@ export async function startAdmin(deps: {
   const deliveryLog = createDeliveryLog(deps);
   const endpointActions = createEndpointActions({ js: deps.js, jsm: deps.jsm, orm: deps.orm, store: deps.endpointStore });
   const erasure = createErasure({
-    jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log, shards: deps.shards, shredding: deps.bodies && { keys: deps.bodies, nc },
+    jsm: deps.jsm, orm: deps.orm, hasher: deps.subjectHasher, opener, log, shards: deps.shards, partitions: deps.partitions, shredding: deps.bodies && { keys: deps.bodies, nc },
   });
 
   const handlers: Record<string, Handler> = {

@@ -38,6 +38,7 @@ import { describe } from '../errors.ts';
 import { eraseAttempts } from '../deliverylog/retention.ts';
 import { carries, deliveryData, lookups, SubjectKind, type SubjectHasher, type SubjectRef } from './subject-hash.ts';
 import { destroyDataKeys, type DataKeys } from './data-keys.ts';
+import { partitionCopies } from './partition-copies.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 
 /** Deletes in flight at once. */
@@ -58,6 +59,8 @@ export function createErasure(deps: {
   jsm: JetStreamManager; orm: MikroORM; hasher: SubjectHasher; opener: DeadLetterOpener; log: Logger;
   /** HOOKSTREAM_DELIVERY_SHARDS: where a dead letter's endpoint's queue is, for replays made before their locations were kept. */
   shards?: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: each event erased has a copy in its tenant's partition stream too; absent: none. */
+  partitions?: number;
   /** The data keys to destroy, and where to tell every process to forget them; absent: no body is sealed (benches). */
   shredding?: { keys: Pick<DataKeys, 'refsOf'>; nc: NatsConnection } | undefined;
 }): Erasure {
@@ -101,9 +104,12 @@ export function createErasure(deps: {
         stores: {
           data_keys: { destroyed: 0 }, events: { erased: 0 }, unrouted_events: { scanned: 0, erased: 0 }, deliveries: { erased: 0, already_gone: 0 },
           attempts: { erased: 0 }, dead_letters: { erased: 0 }, replays: { erased: 0 }, rejected: { scanned: 0, erased: 0 }, index: { entries: 0, erased: 0, unapplied_scanned: 0 },
+          partition_copies: { erased: 0 },
         },
       };
       const s = out.stores;
+      // The EVENTS sequences of every event erased (or already gone), whose partition copies go at the end.
+      const events = new Set<number>();
 
       // 0. The subject's data keys first: from now on no copy of a body sealed under them opens, wherever it
       //    is (an acknowledged delivery's bytes in its queue's block, a replica, a dead letter), and an
@@ -127,7 +133,9 @@ export function createErasure(deps: {
         const parsed = parseEvent(m.subject, m.data, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });
         const key = m.header?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.header.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
         const match = parsed.ok ? carries(parsed.data, key, subject) : Buffer.from(m.data).toString('utf8').includes(quoted);
-        if (match && await erase(EVENTS_STREAM, m.seq)) s.unrouted_events.erased++;
+        if (!match) continue;
+        events.add(m.seq);
+        if (await erase(EVENTS_STREAM, m.seq)) s.unrouted_events.erased++;
       }
 
       // 2. An event a router held while the tail was read (erased there or not) may still be routed, and is
@@ -160,6 +168,7 @@ export function createErasure(deps: {
       }
       s.index.entries += entries.size;
       await each([...entries.values()], async (entry) => {
+        events.add(entry.events_seq);
         if (await erase(EVENTS_STREAM, entry.events_seq)) s.events.erased++;
         for (const [stream, dseq, endpoint] of entry.deliveries) {
           if (await erase(stream, dseq)) s.deliveries.erased++;
@@ -213,7 +222,17 @@ export function createErasure(deps: {
         const eventsSeq = Number(m.header.get(RejectedHeader.EventsSeq));
         if (Number.isSafeInteger(eventsSeq) && eventsSeq > boundary) continue;
         if (await erase(REJECTED_STREAM, m.seq)) s.rejected.erased++;
-        if (Number.isSafeInteger(eventsSeq) && eventsSeq > 0 && await erase(EVENTS_STREAM, eventsSeq)) s.events.erased++;
+        if (!Number.isSafeInteger(eventsSeq) || eventsSeq <= 0) continue;
+        events.add(eventsSeq);
+        if (await erase(EVENTS_STREAM, eventsSeq)) s.events.erased++;
+      }
+
+      // 6. The copies of those events in the tenant's partition stream, once nats-server has copied what
+      //    it was copying (an event erased above before its copy was made is never copied).
+      const copies = partitionCopies(jsm, deps.partitions ?? 0, tenant);
+      if (copies && events.size > 0) {
+        if (!await copies.caughtUp(opts.routingWaitMs ?? ERASURE_ROUTING_WAIT_MS)) out.routing_caught_up = false;
+        await each(await copies.find(events), async (seq) => { if (await erase(copies.stream, seq)) s.partition_copies.erased++; });
       }
 
       await shred();

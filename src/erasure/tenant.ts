@@ -24,7 +24,11 @@ import type { OwnedEndpointStore } from '../endpoints/store.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import { eraseTenantAttempts } from '../deliverylog/retention.ts';
 import { destroyDataKeys } from './data-keys.ts';
+import { partitionCopies } from './partition-copies.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
+
+/** How long the tenant's erasure waits for nats-server to copy its events into their partition stream. */
+const COPIES_WAIT_MS = 30_000;
 
 export interface TenantErasureOut {
   tenant: string;
@@ -52,6 +56,8 @@ export interface TenantErasureOut {
 
 export async function eraseTenant(deps: {
   jsm: JetStreamManager; nc: NatsConnection; em: EntityManager; store: OwnedEndpointStore; shards: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: the tenant's events have copies in its partition stream too; absent: none. */
+  partitions?: number;
   /** Resolves once the projection has applied its stream up to `seq` (the directories follow ENDPOINTS alike). */
   waitForProjection: (name: Projection, seq: number) => Promise<void>;
 }, tenant: TenantId): Promise<TenantErasureOut> {
@@ -114,7 +120,12 @@ export async function eraseTenant(deps: {
   }
   // Snapshots hold every tenant's endpoints in one blob: all go, the next is written 10,000 events on.
   if (rows.length > 0) s.endpoint_snapshots = await purge(ENDPOINT_SNAPSHOTS_STREAM);
+  // The partition copies of every event stored so far are made before both purges (a copy made after
+  // the partition stream's purge would stay); an event published meanwhile stays, as it does in EVENTS.
+  const copies = partitionCopies(jsm, deps.partitions ?? 0, tenant);
+  await copies?.caughtUp(COPIES_WAIT_MS);
   s.events = await purge(EVENTS_STREAM, `events.${tenant}.>`);
+  if (copies) s.events += await purge(copies.stream, `events.${tenant}.>`);
   s.rejected = await purge(REJECTED_STREAM, rejectedTenantSubject(tenant));
   // Index rows, once the projection has applied what the routers wrote (a batch applied later would bring
   // some back); then the applied batches (they name other tenants too) leave the stream, as the projection

@@ -16,6 +16,8 @@ export function createServiceOps(deps: {
   orm: MikroORM | undefined;
   metrics: ServiceMetrics;
   shards: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: the partition streams readiness expects. */
+  partitions?: number;
   /** Whether this process answers reads from the endpoint projection (the api role). */
   checkProjection: boolean;
   directory?: ReadinessDeps['directory'];

@@ -9,7 +9,7 @@ import { ADVISORIES_STREAM } from '../../streams/dead-letters.ts';
 import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
 import { deliveryStream } from '../../streams/deliveries.ts';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
-import { EVENTS_STREAM } from '../../streams/events.ts';
+import { EVENTS_STREAM, partitionStream } from '../../streams/events.ts';
 import { REJECTED_STREAM } from '../../streams/rejected.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
 import { ENDPOINT_HEALTH_STREAM } from '../../streams/endpoint-health.ts';
@@ -34,6 +34,8 @@ export interface ReadinessDeps {
   /** Absent when the process runs no role that uses Postgres. */
   orm: MikroORM | undefined;
   shards: number;
+  /** HOOKSTREAM_EVENT_PARTITIONS: the partition streams expected too. */
+  partitions?: number;
   /** Whether this process serves reads from the endpoint projection (the api role). */
   checkProjection: boolean;
   /** Largest tolerated age of the oldest unapplied endpoint event (default 10 s). */
@@ -48,8 +50,11 @@ export interface ReadinessDeps {
   timeoutMs?: number;
 }
 
-export function requiredStreams(shards: number): string[] {
-  return [ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: shards }, (_, i) => deliveryStream(i)), ADVISORIES_STREAM, ATTEMPTS_STREAM, REJECTED_STREAM, OPS_STREAM, ENDPOINT_HEALTH_STREAM, ROUTED_STREAM];
+export function requiredStreams(shards: number, partitions = 0): string[] {
+  return [
+    ENDPOINTS_STREAM, EVENTS_STREAM, ...Array.from({ length: partitions }, (_, p) => partitionStream(p)), ...Array.from({ length: shards }, (_, i) => deliveryStream(i)),
+    ADVISORIES_STREAM, ATTEMPTS_STREAM, REJECTED_STREAM, OPS_STREAM, ENDPOINT_HEALTH_STREAM, ROUTED_STREAM,
+  ];
 }
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -80,7 +85,7 @@ export function createReadiness(deps: ReadinessDeps): () => Promise<Readiness> {
   const streams = () => run('streams', async () => {
     const present = new Set<string>();
     for await (const name of deps.jsm.streams.names()) present.add(name);
-    const missing = requiredStreams(deps.shards).filter((s) => !present.has(s));
+    const missing = requiredStreams(deps.shards, deps.partitions).filter((s) => !present.has(s));
     return missing.length ? `missing ${missing.join(', ')}` : undefined;
   });
 

@@ -21,7 +21,7 @@ async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
     try {
       const em = orm.em.fork();
       const result = await eraseTenant({
-        nc, jsm, em, store, shards: config.deliveryShards, waitForProjection: (name, seq) => waitForCheckpoint(orm, name, seq),
+        nc, jsm, em, store, shards: config.deliveryShards, partitions: config.eventPartitions, waitForProjection: (name, seq) => waitForCheckpoint(orm, name, seq),
       }, tenant);
       const counts = Object.entries(result.stores).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
       await recordAudit(em, { operator: by, action: AuditAction.EraseTenant, target: tenant, outcome: AUDIT_OK, detail: `${result.endpoints} endpoints; ${counts || 'nothing stored'}` });
