@@ -4,6 +4,8 @@
 // text on any node; after `erase` the streams' block files hold neither a marker (EVENTS: secure erase) nor
 // the key (DATA_KEYS: secure erase) on any node. Each node's raft log of a stream keeps what was written
 // until the stream's group snapshots and compacts it: the test waits for that and says how long it took.
+// EVENTS is split into partitions (HOOKSTREAM_EVENT_PARTITIONS): each event's copy in its partition stream,
+// made by nats-server on every node, goes too (the admin user deleting it as nats.conf allows).
 import test from 'ava';
 import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -18,6 +20,7 @@ import { connectAsOperator, createAdminClient } from '../../src/admin/client.ts'
 import { createDataKeys } from '../../src/erasure/data-keys.ts';
 import { DATA_KEYS_STREAM } from '../../streams/data-keys.ts';
 import { generateKeys, initSodium, instanceEnv, startInstance } from './harness.ts';
+import { eventually } from '../helpers/service.ts';
 
 const withInstances = REPLICAS_SUPPORTED ? test.serial : test.serial.skip;
 
@@ -62,7 +65,7 @@ withInstances('erasure on a 3-node cluster: no plain-text copy in a delivery str
   const db = await createTestDatabase('faults_erasure_cluster').catch(async (e: unknown) => { await cluster.dispose(); throw e; });
   const env = instanceEnv({
     natsUrl: cluster.url, databaseUrl: db.url, keys, retrySchedule: '5s',
-    extra: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3' },
+    extra: { NATS_USER: 'service', NATS_PASSWORD: CLUSTER_PASSWORDS.service, HOOKSTREAM_REPLICAS: '3', HOOKSTREAM_EVENT_PARTITIONS: '4' },
   });
   const instance = await startInstance(env);
   const nc = await connectNats({ url: cluster.url, user: 'service', password: CLUSTER_PASSWORDS.service, name: 'erasure-cluster' });
@@ -85,7 +88,11 @@ withInstances('erasure on a 3-node cluster: no plain-text copy in a delivery str
     await receiver.waitFor(markers.length, 60_000);
     t.true(markers.every((m) => receiver.received.some((r) => r.body.includes(m))), 'delivered as JSON');
 
-    const before = markers.flatMap((m) => onDisk(cluster, m));
+    // nats-server copies into the partition streams on its own time (seconds on a new cluster).
+    const before = await eventually(() => {
+      const files = markers.flatMap((m) => onDisk(cluster, m));
+      return files.some((f) => /\/EVENTS_\d+\//.test(f)) ? files : undefined;
+    }, 60_000, 'the markers in a partition stream');
     t.true(before.some((f) => f.includes('/EVENTS/')), 'in EVENTS as published');
     t.deepEqual(before.filter((f) => f.includes('DELIVERIES_')), [], 'never in plain text in a delivery stream, nor its raft log');
     const dataKeys = createDataKeys({ nc, jsm, masterKey: keys.masterKey });
@@ -96,7 +103,7 @@ withInstances('erasure on a 3-node cluster: no plain-text copy in a delivery str
 
     const r = await admin.eraseSubject({ tenant, user: 'user_cluster' });
     const erasedAt = Date.now();
-    t.like(r.stores, { data_keys: { destroyed: 1 }, events: { erased: markers.length } });
+    t.like(r.stores, { data_keys: { destroyed: 1 }, events: { erased: markers.length }, partition_copies: { erased: markers.length } });
     const plain = markers.flatMap((m) => onDisk(cluster, m));
     t.deepEqual(inStreamFiles(plain), [], 'no marker in any stream\'s blocks on any node');
     t.deepEqual(inStreamFiles(onDisk(cluster, wrapped)), [], 'the key in no stream\'s blocks on any node');
