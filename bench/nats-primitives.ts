@@ -5,6 +5,7 @@
 //   npm run bench:nats -- --only gets [--reads 20000]
 //   npm run bench:nats -- --only sources [--partitions 16]   (a 3-node cluster)
 //   npm run bench:nats -- --only shapes [--endpoints 100,1000] [--shapes copy,direct,...] [--webhooks 20000] [--rate N] [--partitions 16]
+//   npm run bench:nats -- --only crowd [--rate 200] [--flood 200000] [--partitions 16]
 //   NATS_SERVER_BIN=$(bin/fetch-nats-server) npm run bench:nats
 // Prints one line per figure and, last, one JSON object of them all. Times are of one run on a shared
 // machine: compare the ratios within a run, and timings to the expected values printed beside them.
@@ -549,6 +550,86 @@ async function shape(shapeName: Shape, n: number, webhooks: number, rate: number
   });
 }
 
+/** Which filters a quiet endpoint's consumer of `crowd` has. */
+const CROWD_FILTERS = ['subjects', 'wildcard'] as const;
+type CrowdFilter = (typeof CROWD_FILTERS)[number];
+
+/**
+ * A crowded partition (the direct-sourced shape, issue 33's step 5): quiet tenants' endpoint consumers
+ * share their partition stream with a tenant that floods it. Each quiet consumer finds its next event by
+ * reading past the flood's (limits retention: everything stays, read or not). Quiet events at a steady
+ * rate, three phases of `seconds` each: alone, beside a flood into another partition, beside the same flood
+ * into theirs. Per phase: the quiet events' latency from publish to pull, and nats-server's CPU; the
+ * difference between the last two phases is what sharing a partition with the flood costs. The quiet
+ * consumers' filters: `subjects`, two literal filter subjects each (an endpoint of two event types);
+ * `wildcard`, one `events.<tenant>.<p>.>` each (an endpoint of every type).
+ */
+async function crowd(filter: CrowdFilter, partitions: number, quietRate: number, floodEvents: number, seconds = 10): Promise<void> {
+  await withServer(async (nc, js, jsm, server) => {
+    await addSourcedEvents(jsm, partitions, { replicas: 1, duplicateWindowMs: 100, maxConsumers: 100_000 });
+    const p = tenantPartition('flood', partitions);
+    const elsewhere = Array.from({ length: 1000 }, (_, i) => `flood${i}`).find((x) => tenantPartition(x, partitions) !== p)!;
+    const quiet = Array.from({ length: 5000 }, (_, i) => `q${i}`).filter((x) => tenantPartition(x, partitions) === p).slice(0, 50);
+    // Two endpoints per quiet tenant, of types e0 and e1.
+    const endpoints = quiet.flatMap((tenant) => [0, 1].map((j) => ({ tenant, type: `e${j}`, id: `${tenant}_e${j}` })));
+    for (const e of endpoints) {
+      await jsm.consumers.add(`EVENTS_${p}`, {
+        durable_name: e.id, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, max_ack_pending: 100_000,
+        ack_wait: nanos(SHAPE_SCHEDULE[0]!), backoff: SHAPE_SCHEDULE.map(nanos), max_deliver: SHAPE_SCHEDULE.length + 1,
+        ...(filter === 'subjects' ? { filter_subjects: [`events.${e.tenant}.${p}.${e.type}`, `events.${e.tenant}.${p}.user.updated`] } : { filter_subject: `events.${e.tenant}.${p}.>` }),
+      });
+    }
+    const latencies: number[] = [];
+    const feeds = createPullFeeds(nc, { expiresMs: 120_000, heartbeatMs: 30_000, inboxPrefix: '_INBOX', log: createLogger({ level: 'warn' }) });
+    for (const e of endpoints) {
+      feeds.open({
+        stream: `EVENTS_${p}`, consumer: e.id, capacity: () => LANES,
+        onMessage: (m) => {
+          // A wildcard consumer gets its tenant's other type too: counted once, by the e0 endpoint.
+          if (filter === 'wildcard' && !m.subject.endsWith(`.${e.type}`)) { m.ack(); return; }
+          latencies.push(performance.timeOrigin + performance.now() - Number(Buffer.from(m.data).toString()));
+          m.ack();
+        },
+      });
+    }
+    const phase = async (name: string, floodSubject: string | undefined) => {
+      latencies.length = 0;
+      const child = floodSubject ? fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }) : undefined;
+      if (child) {
+        const started = new Promise<void>((r) => child.once('message', () => r()));
+        child.send({ url: server.url, count: floodEvents, endpoints: 1, bytes: 512, subject: floodSubject } satisfies PublishOrder);
+        await started;
+      }
+      const server0 = cpuTicks(server.pid);
+      const t0 = performance.now();
+      let sent = 0;
+      for (let tick = 0; performance.now() - t0 < seconds * 1000; tick++) {
+        const due = Math.floor(((performance.now() - t0) / 1000) * quietRate);
+        for (; sent < due; sent++) {
+          const e = endpoints[sent % endpoints.length]!;
+          void js.publish(`events.${e.tenant}.${e.type}`, String(performance.timeOrigin + performance.now())).catch(() => {});
+        }
+        await sleep(5);
+      }
+      const wall = (performance.now() - t0) / 1000;
+      const serverS = (cpuTicks(server.pid) - server0) / TICKS;
+      for (let waited = 0; latencies.length < sent && waited < 30_000; waited += 100) await sleep(100);
+      const flooded = floodSubject ? (await jsm.streams.info('EVENTS')).state.messages : 0;
+      if (child) { child.kill(); await new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()))); }
+      const sorted = [...latencies].sort((a, b) => a - b);
+      const pct = (q: number) => Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN) * 10) / 10;
+      say(`crowd_${filter}_${name}`, {
+        quiet: sent, delivered: latencies.length, p50_ms: pct(0.5), p99_ms: pct(0.99), max_ms: pct(1),
+        server_pct: Math.round((serverS / wall) * 100), events_stored: flooded,
+      }, `${endpoints.length} quiet endpoints in EVENTS_${p}, ${quietRate}/s for ${seconds} s`);
+    };
+    await phase('alone', undefined);
+    await phase('flood_elsewhere', `events.${elsewhere}.e0`);
+    await phase('flood_same', 'events.flood.e0');
+    feeds.stop();
+  });
+}
+
 /**
  * The ordering gate's read of a key (src/nats/next-by-subject.ts): `next_by_subj` through the JetStream API
  * (STREAM.MSG.GET, base64 JSON) against a direct get (DIRECT.GET, answered in the connection), alternating,
@@ -707,4 +788,5 @@ const shapePartitions = Number(opt('--partitions') ?? 16);
 if (!Number.isSafeInteger(shapePartitions) || shapePartitions < 1) throw new Error('--partitions expects a whole number of 1 or more');
 if (only.has('sources')) await sources(shapePartitions);
 if (only.has('shapes')) for (const n of shapeCounts) for (const x of shapeList) await shape(x, n, webhooks, shapeRate, shapePartitions);
+if (only.has('crowd')) for (const f of CROWD_FILTERS) await crowd(f, shapePartitions, shapeRate ?? 200, Number(opt('--flood') ?? 200_000));
 process.stdout.write(JSON.stringify(figures) + '\n');

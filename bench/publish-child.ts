@@ -15,6 +15,8 @@ export interface PublishOrder {
   rate?: number;
   /** Publish to the partitioned subjects (shapePartitionedSubject) of this many partitions. */
   partitions?: number;
+  /** Publish every event to this subject instead (one tenant flooding). */
+  subject?: string;
 }
 
 /** Event subject of endpoint `e`: tenants of ten endpoints, endpoint j of a tenant takes type `e<j>`. */
@@ -38,7 +40,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) process.once('message', 
       const wait = due(i);
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const e = i % order.endpoints;
-      await js.publish(order.partitions ? shapePartitionedSubject(e, order.partitions) : shapeSubject(e), body);
+      await js.publish(order.subject ?? (order.partitions ? shapePartitionedSubject(e, order.partitions) : shapeSubject(e)), body);
     }
   }));
   await nc.close();
