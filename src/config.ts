@@ -3,9 +3,8 @@
 import { ConfigError } from './errors.ts';
 import { formatDuration, parseDuration } from './domain/duration.ts';
 import { DEFAULT_MAX_EVENT_BYTES } from './domain/event-data.ts';
-import { EVENTS_MAX_MSG_SIZE } from '../streams/events.ts';
+import { EVENTS_MAX_MSG_SIZE, MAX_EVENT_PARTITIONS } from '../streams/events.ts';
 import { DELIVERY_MAX_BODY, MAX_DELIVERY_SHARDS, MAX_QUEUED_PER_ENDPOINT, QUEUE_RETENTION_MS } from '../streams/deliveries.ts';
-import { MAX_EVENT_PARTITIONS } from '../streams/events.ts';
 import { ERASURE_INDEX_MAX_AGE_MS } from '../streams/erasure-index.ts';
 
 export const ROLES = ['api', 'router', 'delivery', 'deadletter', 'admin', 'projector', 'console'] as const;

@@ -114,12 +114,44 @@ test.serial('the partition count is fixed once set: another one, or none, is ref
   }
 });
 
-test.serial('erasing the whole tenant purges its partition copies and leaves its neighbour\'s', async (t) => {
+test.serial('while nats-server copies nothing into the partition, erasure says it had not caught up; once copying resumes, the erased event is never copied', async (t) => {
+  const jsm = h.service.jsm;
+  const { config } = await jsm.streams.info(STREAM);
+  // The partition stream without its source: what a stalled copy looks like (a cluster electing its leader).
+  await jsm.streams.update(STREAM, { ...config, sources: [] });
+  t.teardown(() => jsm.streams.update(STREAM, config).then(() => {}));
+  const late = await h.publish(TENANT, 'user.updated', { userId: 'user_late' });
+  // Another user's event after it, kept: erasure waits for its copy (its real length: 30 s) before it says so.
+  const other = await h.publish(TENANT, 'user.updated', { userId: 'user_kept_late' });
+  const first = await admin.eraseSubject({ tenant: TENANT, user: 'user_late' });
+  t.false(first.routing_caught_up);
+  t.is(first.stores.partition_copies.erased, 0);
+  t.is(await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq: late.seq }), null);
+
+  await jsm.streams.update(STREAM, config);
+  await eventually(async () => ((await copiesOf(TENANT)).some((c) => c.events === other.seq) ? true : undefined), 30_000, 'copying resumed');
+  t.deepEqual((await copiesOf(TENANT)).filter((c) => c.text.includes('user_late')), [], 'the erased event was never copied');
+  t.true((await admin.eraseSubject({ tenant: TENANT, user: 'user_late' })).routing_caught_up);
+});
+
+test.serial('erasing the whole tenant purges its partition copies and leaves its neighbour\'s; while nothing is copied, it stops before the purges', async (t) => {
   t.true((await copiesOf(TENANT)).length > 0);
-  const run = await runCli(['erase', '--tenant', TENANT, '--everything', '--json', '--operator', 'dpo@example.com'], {
+  const erase = () => runCli(['erase', '--tenant', TENANT, '--everything', '--json', '--operator', 'dpo@example.com'], {
     ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
     HOOKSTREAM_DELIVERY_SHARDS: String(h.config.deliveryShards), HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS),
   });
+  const jsm = h.service.jsm;
+  const { config } = await jsm.streams.info(STREAM);
+  await jsm.streams.update(STREAM, { ...config, sources: [] });
+  t.teardown(() => jsm.streams.update(STREAM, config).then(() => {}));
+  const uncopied = await h.publish(TENANT, 'user.updated', { userId: 'user_uncopied' });
+  const stalled = await erase();
+  t.is(stalled.code, 1);
+  t.regex(stalled.stderr, new RegExp(`nats-server has not copied the tenant's events into ${STREAM} for 30 s .*: run the erasure again`));
+  t.truthy(await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq: uncopied.seq }), 'EVENTS not purged yet');
+
+  await jsm.streams.update(STREAM, config);
+  const run = await erase();
   t.is(run.code, 0, run.stderr);
   t.deepEqual(await copiesOf(TENANT), []);
   t.is((await copiesOf(NEIGHBOUR)).length, 30);

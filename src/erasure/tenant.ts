@@ -26,6 +26,7 @@ import { eraseTenantAttempts } from '../deliverylog/retention.ts';
 import { destroyDataKeys } from './data-keys.ts';
 import { partitionCopies } from './partition-copies.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { ErrorCode, HookstreamError } from '../errors.ts';
 
 /** How long the tenant's erasure waits for nats-server to copy its events into their partition stream. */
 const COPIES_WAIT_MS = 30_000;
@@ -123,7 +124,9 @@ export async function eraseTenant(deps: {
   // The partition copies of every event stored so far are made before both purges (a copy made after
   // the partition stream's purge would stay); an event published meanwhile stays, as it does in EVENTS.
   const copies = partitionCopies(jsm, deps.partitions ?? 0, tenant);
-  await copies?.caughtUp(COPIES_WAIT_MS);
+  if (copies && !await copies.caughtUp(COPIES_WAIT_MS)) {
+    throw new HookstreamError(ErrorCode.Unavailable, `nats-server has not copied the tenant's events into ${copies.stream} for ${COPIES_WAIT_MS / 1000} s (a cluster electing a leader?): run the erasure again`);
+  }
   s.events = await purge(EVENTS_STREAM, `events.${tenant}.>`);
   if (copies) s.events += await purge(copies.stream, `events.${tenant}.>`);
   s.rejected = await purge(REJECTED_STREAM, rejectedTenantSubject(tenant));
