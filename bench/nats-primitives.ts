@@ -580,20 +580,30 @@ async function crowd(filter: CrowdFilter, partitions: number, quietRate: number,
       });
     }
     const latencies: number[] = [];
-    const feeds = createPullFeeds(nc, { expiresMs: 120_000, heartbeatMs: 30_000, inboxPrefix: '_INBOX', log: createLogger({ level: 'warn' }) });
-    for (const e of endpoints) {
-      feeds.open({
-        stream: `EVENTS_${p}`, consumer: e.id, capacity: () => LANES,
-        onMessage: (m) => {
-          // A wildcard consumer gets its tenant's other type too: counted once, by the e0 endpoint.
-          if (filter === 'wildcard' && !m.subject.endsWith(`.${e.type}`)) { m.ack(); return; }
-          latencies.push(performance.timeOrigin + performance.now() - Number(Buffer.from(m.data).toString()));
-          m.ack();
-        },
-      });
-    }
-    const phase = async (name: string, floodSubject: string | undefined) => {
+    /** The quiet endpoints' pull feeds: their consumers keep their place while the feeds are stopped. */
+    const openFeeds = () => {
+      const feeds = createPullFeeds(nc, { expiresMs: 120_000, heartbeatMs: 30_000, inboxPrefix: '_INBOX', log: createLogger({ level: 'warn' }) });
+      for (const e of endpoints) {
+        feeds.open({
+          stream: `EVENTS_${p}`, consumer: e.id, capacity: () => LANES,
+          onMessage: (m) => {
+            // A wildcard consumer gets its tenant's other type too: counted once, by the e0 endpoint.
+            if (filter === 'wildcard' && !m.subject.endsWith(`.${e.type}`)) { m.ack(); return; }
+            latencies.push(performance.timeOrigin + performance.now() - Number(Buffer.from(m.data).toString()));
+            m.ack();
+          },
+        });
+      }
+      return feeds;
+    };
+    let feeds = openFeeds();
+    /**
+     * `behind`: the quiet consumers are not read while the events come (an outage of the delivery role),
+     * then read again once the flood is stored: how long they take to catch up, reading past it.
+     */
+    const phase = async (name: string, floodSubject: string | undefined, behind = false) => {
       latencies.length = 0;
+      if (behind) feeds.stop();
       const child = floodSubject ? fork(new URL('./publish-child.ts', import.meta.url).pathname, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }) : undefined;
       if (child) {
         const started = new Promise<void>((r) => child.once('message', () => r()));
@@ -613,6 +623,19 @@ async function crowd(filter: CrowdFilter, partitions: number, quietRate: number,
       }
       const wall = (performance.now() - t0) / 1000;
       const serverS = (cpuTicks(server.pid) - server0) / TICKS;
+      if (behind) {
+        if (child) await new Promise<void>((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())));
+        const server1 = cpuTicks(server.pid);
+        const t1 = performance.now();
+        feeds = openFeeds();
+        for (let waited = 0; latencies.length < sent && waited < 60_000; waited += 10) await sleep(10);
+        const catchupS = (performance.now() - t1) / 1000;
+        say(`crowd_${filter}_${name}`, {
+          quiet: sent, delivered: latencies.length, catchup_ms: Math.round(catchupS * 1000),
+          server_cpu_ms: Math.round(((cpuTicks(server.pid) - server1) / TICKS) * 1000), events_stored: (await jsm.streams.info('EVENTS')).state.messages,
+        }, `${endpoints.length} quiet endpoints read again after ${seconds} s away`);
+        return;
+      }
       for (let waited = 0; latencies.length < sent && waited < 30_000; waited += 100) await sleep(100);
       const flooded = floodSubject ? (await jsm.streams.info('EVENTS')).state.messages : 0;
       if (child) { child.kill(); await new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()))); }
@@ -626,6 +649,8 @@ async function crowd(filter: CrowdFilter, partitions: number, quietRate: number,
     await phase('alone', undefined);
     await phase('flood_elsewhere', `events.${elsewhere}.e0`);
     await phase('flood_same', 'events.flood.e0');
+    await phase('behind_flood_elsewhere', `events.${elsewhere}.e0`, true);
+    await phase('behind_flood_same', 'events.flood.e0', true);
     feeds.stop();
   });
 }
