@@ -7,6 +7,7 @@ import test from 'ava';
 import { runCli } from './helpers/cli.ts';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { tenantPartition } from '../src/domain/partition.ts';
@@ -24,6 +25,8 @@ const STREAM = partitionStream(tenantPartition(TENANT, PARTITIONS));
 let h: TestService;
 let admin: AdminClient;
 let before: number;
+let r: Receiver;
+let endpointId: string;
 
 const storedSubject = async (seq: number) => (await h.service.jsm.streams.getMessage(EVENTS_STREAM, { seq }))?.subject;
 
@@ -37,16 +40,17 @@ async function copiesOf(tenant: string): Promise<{ events: number; text: string 
 test.before(async () => {
   h = await startTestService('partitioned_events', { HOOKSTREAM_RETRY_SCHEDULE: '300ms' });
   ({ admin } = await h.operator({ timeoutMs: 30_000 }));
-  // An event stored before the switch, in the producer's form.
+  r = await h.receiver(() => 200);
+  endpointId = (await h.store.create(TENANT, { url: r.url, events: ['user.*', 'organization.*'] })).endpoint.id;
+  // An event stored and delivered before the switch, in the producer's form.
   before = (await h.publish(TENANT, 'user.created', { userId: 'user_before' })).seq;
+  await r.waitFor(1);
   await h.restart({ HOOKSTREAM_RETRY_SCHEDULE: '300ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) });
 });
 
 test.after.always(() => h?.closeAll());
 
 test.serial('events stored before and after the switch are delivered, traced and shown alike; each partitioned one is copied once', async (t) => {
-  const r = await h.receiver(() => 200);
-  const { endpoint } = await h.store.create(TENANT, { url: r.url, events: ['user.*', 'organization.*'] });
   t.is(await storedSubject(before), `events.${TENANT}.user.created`);
   const after = await h.publish(TENANT, 'user.updated', { userId: 'user_after' });
   const dotted = await h.publish(TENANT, 'organization.auth_policy.updated', { organizationId: 'org_after' });
@@ -54,28 +58,28 @@ test.serial('events stored before and after the switch are delivered, traced and
   t.is(await storedSubject(after.seq), `events.${TENANT}.${p}.user.updated`);
   t.is(await storedSubject(dotted.seq), `events.${TENANT}.${p}.organization.auth_policy.updated`);
 
-  // The endpoint was created after `before` was routed: it gets the two later events.
-  await r.waitFor(2);
-  t.deepEqual(r.received.map((x) => (JSON.parse(x.body) as { type: string }).type).sort(), ['organization.auth_policy.updated', 'user.updated']);
+  await r.waitFor(3);
+  t.deepEqual(r.received.map((x) => (JSON.parse(x.body) as { type: string }).type).sort(), ['organization.auth_policy.updated', 'user.created', 'user.updated']);
   const copies = await eventually(async () => { const c = await copiesOf(TENANT); return c.length === 2 ? c : undefined; }, 10_000, 'two copies');
   t.deepEqual(copies.map((c) => c.events), [after.seq, dotted.seq], 'in EVENTS order, the one from before the switch not among them');
 
-  const webhookId = String(r.received.find((x) => x.body.includes('user_after'))!.headers['webhook-id']);
-  t.like(await admin.showDelivery({ webhook_id: webhookId, endpoint: endpoint.id }), { tenant: TENANT, event_type: 'user.updated' });
-  const traced = await eventually(async () => (await admin.traceEvents({ tenant: TENANT, user: 'user_after' })).data[0], 30_000, 'trace of user_after');
-  t.like(traced, { event_type: 'user.updated', webhook_id: webhookId });
+  // Read after the switch, from both stored forms.
+  for (const [user, type] of [['user_before', 'user.created'], ['user_after', 'user.updated']] as const) {
+    const webhookId = String(r.received.find((x) => x.body.includes(user))!.headers['webhook-id']);
+    t.like(await admin.showDelivery({ webhook_id: webhookId, endpoint: endpointId }), { tenant: TENANT, event_type: type });
+    const traced = await eventually(async () => (await admin.traceEvents({ tenant: TENANT, user })).data[0], 30_000, `trace of ${user}`);
+    t.like(traced, { event_type: type, webhook_id: webhookId });
+  }
 });
 
 test.serial('erasing a user erases its events\' copies in the partition stream, between other users\' and another tenant\'s', async (t) => {
-  const r = await h.receiver(() => 200);
-  await h.store.create(TENANT, { url: r.url, events: ['user.*'] });
   const mine: number[] = [];
   for (let i = 0; i < 30; i++) {
     const ack = await h.publish(TENANT, 'user.updated', { userId: i % 3 === 0 ? 'user_gone' : `user_kept_${i}`, i });
     if (i % 3 === 0) mine.push(ack.seq);
     await h.publish(NEIGHBOUR, 'user.updated', { userId: 'user_gone', i });
   }
-  await r.waitFor(30);
+  await r.waitFor(3 + 30);
   await eventually(async () => ((await copiesOf(TENANT)).some((c) => c.events === mine.at(-1)) ? true : undefined), 10_000, 'the last copy');
 
   const erased = await admin.eraseSubject({ tenant: TENANT, user: 'user_gone' });
