@@ -27,6 +27,7 @@ import { shapePartition, shapePartitionedSubject, shapeSubject, type PublishOrde
 import { describe } from '../src/errors.ts';
 import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
 import { tenantPartition } from '../src/domain/partition.ts';
+import { partitionStream, partitionTransform } from '../streams/events.ts';
 import { NATS_BINARY as BINARY } from '../test/helpers/nats-binary.ts';
 import { freePort, waitForPort } from '../test/helpers/nats-server.ts';
 import { CLUSTER_PASSWORDS, startNatsCluster } from '../test/helpers/nats-cluster.ts';
@@ -380,11 +381,11 @@ async function addSourcedEvents(jsm: JetStreamManager, partitions: number, opts:
   await jsm.streams.add({
     name: 'EVENTS', subjects: ['events.*.>'], num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
     duplicate_window: nanos(opts.duplicateWindowMs),
-    subject_transform: { src: 'events.*.>', dest: `events.{{wildcard(1)}}.{{partition(${partitions},1)}}.>` },
+    subject_transform: partitionTransform(partitions),
   });
   for (let p = 0; p < partitions; p++) {
     await jsm.streams.add({
-      name: `EVENTS_${p}`, num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
+      name: partitionStream(p), num_replicas: opts.replicas, storage: StorageType.File, retention: RetentionPolicy.Limits,
       sources: [{ name: 'EVENTS', filter_subject: `events.*.${p}.>` }], ...(opts.maxConsumers ? { max_consumers: opts.maxConsumers } : {}),
     });
   }
