@@ -4,7 +4,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { ProjectionCheckpoint, ProjectionSkip } from '../src/db/entities.ts';
 
 /** The read models and the names of their checkpoint rows (stored: a renamed row starts again from sequence 1). */
-export const Projection = { Endpoints: 'endpoints', ErasureIndex: 'erasure_index', AttemptLog: 'attempt_log' } as const;
+export const Projection = { Endpoints: 'endpoints', ErasureIndex: 'erasure_index', AttemptLog: 'attempt_log', EventIndex: 'event_index' } as const;
 export type Projection = (typeof Projection)[keyof typeof Projection];
 
 /** Lock `name`'s checkpoint row for the rest of the transaction and return its position. */

@@ -14,7 +14,7 @@
 // checkpoint past it.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Consumer, ConsumerMessages, JetStreamClient } from '@nats-io/jetstream';
-import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
+import { ClosedConnectionError, DrainingConnectionError, type MsgHdrs } from '@nats-io/nats-core';
 import { isPostgresUnavailable, isRefusedValue } from '../src/db/orm.ts';
 import { describe } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
@@ -38,6 +38,9 @@ export interface StreamMessage {
   subject: string;
   seq: number;
   data: Uint8Array;
+  headers?: MsgHdrs | undefined;
+  /** The message's stored time, nanoseconds since the epoch. */
+  timestampNanos?: bigint;
 }
 
 /** A message's content, or why it is skipped. */
@@ -220,7 +223,7 @@ export async function startProjector<M>(model: ReadModel<M>, deps: ProjectorDeps
         for await (const m of current) {
           if (stopped) break;
           if (m.seq <= queuedUpTo) continue;
-          queue.push({ subject: m.subject, seq: m.seq, data: m.data });
+          queue.push({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers, timestampNanos: m.timestampNanos });
           queuedUpTo = m.seq;
           kick();
           if (queue.length >= MAX_QUEUED) await new Promise<void>((r) => { queueHasRoom = r; });
@@ -290,7 +293,7 @@ export async function rebuildProjection<M>(
       const messages = await consumer.consume({ max_messages: 512 });
       try {
         for await (const m of messages) {
-          const d = model.decode({ subject: m.subject, seq: m.seq, data: m.data });
+          const d = model.decode({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers, timestampNanos: m.timestampNanos });
           const reason = d.ok ? fold.apply(m.seq, d.message) : d.reason;
           if (reason === undefined) applied++;
           else skips.push({ seq: m.seq, reason });

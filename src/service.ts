@@ -17,6 +17,7 @@ import { openDatabase, closeDatabase, type Database } from './db/orm.ts';
 import { startEndpointDirectory, type EndpointDirectory } from './endpoints/directory.ts';
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { startErasureIndexProjector } from '../projections/erasure-index.ts';
+import { startEventIndexProjector } from '../projections/event-index.ts';
 import { startErasureIndexRetention } from './erasure/index-retention.ts';
 import { startAttemptLogProjector } from '../projections/attempt-log.ts';
 import { startAttemptLogRetention } from './deliverylog/retention.ts';
@@ -143,7 +144,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const keys = await loadKeys(config, log, {
       // router and admin: webhook ids are encrypted under a key derived from it (src/domain/webhook-id.ts);
       // deadletter and admin: dead letters are tagged under another (src/deadletter/tag.ts).
-      master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin') || roles.has('deadletter'),
+      master: roles.has('api') || roles.has('delivery') || roles.has('router') || roles.has('admin') || roles.has('deadletter')
+        || (roles.has('projector') && config.eventPartitions > 0),
       deadLetterPublic: roles.has('deadletter'),
       deadLetterSecret: roles.has('admin'),
     });
@@ -201,6 +203,14 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const index = await startErasureIndexProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       const indexRetention = startErasureIndexRetention({ orm, log: log.child({ role: 'projector' }) });
       stops.push(() => index.stop(), () => indexRetention.stop());
+      // Every event's index rows from EVENTS, where the routers index only the deliveries they store.
+      if (config.eventPartitions > 0 && webhookIds && subjectHasher) {
+        const events = await startEventIndexProjector({
+          js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped,
+          hasher: subjectHasher, webhookIds, limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
+        });
+        stops.push(() => events.stop());
+      }
       // Issue 31: the operators' delivery log (every attempt), and its retention.
       const attemptLog = await startAttemptLogProjector({ js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped });
       stops.push(() => attemptLog.stop());
@@ -291,7 +301,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const r = await supervisor.supervise('router', () => startRouter({
         nc, js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
-        maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher }), attemptLog: attemptRecorder,
+        maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher, deliveriesOnly: config.eventPartitions > 0 }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
         ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),
         ...(config.sealDeliveries ? { bodies: dataKeys } : {}),

@@ -2,9 +2,10 @@
 // organization's) id, found without scanning days of streams:
 //   - routed events, their queued deliveries and their attempt records: from the subject's rows of the
 //     erasure index in Postgres (by key), and the index stream past the projection's checkpoint;
-//   - events not yet routed: the router's unrouted tail of EVENTS (its ack floor to the end), the
-//     tenant's subject only; then erasure waits for the router to pass the point where it started, so an
-//     event being routed meanwhile has its index entry written and is erased too;
+//   - events not yet routed: the router's unrouted tail of EVENTS (its ack floor to the end, or the event
+//     index's checkpoint where that is lower), the tenant's subject only; then erasure waits for the router
+//     to pass the point where it started, so an event being routed meanwhile has its index entry written
+//     and is erased too;
 //   - dead letters: by the hashes stored with them (rows from before the hashes are opened and read);
 //   - rejected events: the tenant's REJECTED subject (7 days, bounded in bytes), and their EVENTS copies.
 // Events published after erasure started are left alone. Every step deletes what is still there and
@@ -126,8 +127,10 @@ export function createErasure(deps: {
       //    (it will be rejected) is erased when its body holds the id as a JSON string.
       const quoted = JSON.stringify(subject.id);
       // A tenant being drained (src/router/drains.ts) has unrouted events below the floor too: from its drain's place.
+      // Where the event index has the events the routers do not index, its checkpoint bounds the tail too.
       const { floor: consumerFloor } = await routerFloor();
-      const floor = Math.min(consumerFloor, await drainFloor(jsm, tenant) ?? Infinity);
+      const indexed = deps.partitions ? await readCheckpoint(deps.orm, Projection.EventIndex) : Infinity;
+      const floor = Math.min(consumerFloor, indexed, await drainFloor(jsm, tenant) ?? Infinity);
       for await (const m of bySubject(EVENTS_STREAM, `events.${tenant}.>`, floor + 1, boundary)) {
         s.unrouted_events.scanned++;
         const parsed = parseEvent(m.subject, m.data, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });

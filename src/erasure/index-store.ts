@@ -13,15 +13,30 @@ const INSERT_CHUNK = 1000;
 /** One event as erasure needs it: where its copies are. */
 export type IndexRow = Pick<IndexedEvent, 'events_seq' | 'webhook_id' | 'deliveries'>;
 
-/** Write the rows of `events` (one per hash); a row already there (a batch applied again) is left as it is. */
+/**
+ * Write the rows of `events` (one per hash). Two writers index the same event: the event index
+ * (projections/event-index.ts, every event, no deliveries) and the routers (the deliveries they stored),
+ * so a row already there takes the deliveries it does not hold yet; a batch applied again changes nothing.
+ */
 export async function insertIndexRows(sql: Sql, events: readonly IndexedEvent[]): Promise<number> {
-  const rows = events.flatMap((e) => e.hashes.map((h) => [e.tenant, h, e.events_seq, e.webhook_id, JSON.stringify(e.deliveries)] as const));
+  // One row per key in a statement: Postgres refuses to update a row twice in one insert.
+  const byKey = new Map<string, [string, string, number, string, IndexedEvent['deliveries']]>();
+  for (const e of events) {
+    for (const h of e.hashes) {
+      const key = `${e.tenant}\0${h}\0${e.events_seq}`;
+      const row = byKey.get(key);
+      if (row) row[4] = [...row[4], ...e.deliveries];
+      else byKey.set(key, [e.tenant, h, e.events_seq, e.webhook_id, e.deliveries]);
+    }
+  }
+  const rows = [...byKey.values()].map(([tenant, h, seq, id, deliveries]) => [tenant, h, seq, id, JSON.stringify(deliveries)] as const);
   for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
     const chunk = rows.slice(i, i + INSERT_CHUNK);
     await sql.execute(
       `insert into erasure_index (tenant, subject_hash, events_seq, webhook_id, deliveries, indexed_at)
        values ${chunk.map(() => '(?, ?, ?, ?, ?::jsonb, now())').join(', ')}
-       on conflict do nothing`, chunk.flat());
+       on conflict (tenant, subject_hash, events_seq) do update set deliveries = erasure_index.deliveries || excluded.deliveries
+       where not erasure_index.deliveries @> excluded.deliveries`, chunk.flat());
   }
   return rows.length;
 }

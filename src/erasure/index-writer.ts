@@ -4,6 +4,8 @@
 // and an event's record() resolves only once its batch is stored: the router acks an event after that,
 // so an event acked by the router is always findable by subject. One publish per batch rather than one per
 // subject id per event: the index cost ~120 µs of service CPU per event when it was written entry by entry.
+// Where the event index indexes every event from EVENTS (HOOKSTREAM_EVENT_PARTITIONS set,
+// projections/event-index.ts), the router writes only the events it stored deliveries of.
 import { ERASURE_BATCH_SUBJECT, type ErasureIndexBatch, type IndexedEvent } from '../../streams/erasure-index.ts';
 import type { EventData } from '../domain/event-data.ts';
 import type { AckedPublisher } from '../nats/acked-publisher.ts';
@@ -37,7 +39,11 @@ interface Batch {
   settle: (e?: unknown) => void;
 }
 
-export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hasher: SubjectHasher; batchMs?: number }): ErasureIndexWriter {
+export function createErasureIndexWriter(deps: {
+  publisher: AckedPublisher; hasher: SubjectHasher; batchMs?: number;
+  /** The event index has every event: write only the ones with deliveries. */
+  deliveriesOnly?: boolean;
+}): ErasureIndexWriter {
   let open: Batch | undefined;
   let timer: NodeJS.Timeout | undefined;
 
@@ -53,6 +59,7 @@ export function createErasureIndexWriter(deps: { publisher: AckedPublisher; hash
 
   return {
     record(c) {
+      if (deps.deliveriesOnly && c.deliveries.length === 0) return Promise.resolve();
       const subjects = subjectsOf(c.data, c.orderingKey);
       if (subjects.length === 0) return Promise.resolve();
       const entry: IndexedEvent = {

@@ -127,6 +127,10 @@ export async function eraseTenant(deps: {
   if (copies && !await copies.caughtUp(COPIES_WAIT_MS)) {
     throw new HookstreamError(ErrorCode.Unavailable, `nats-server has not copied the tenant's events into ${copies.stream} for ${COPIES_WAIT_MS / 1000} s (a cluster electing a leader?): run the erasure again`);
   }
+  // The event index (there with the partitions) has read the tenant's newest event: no row of an event
+  // purged below comes back.
+  const newest = copies ? await jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: `events.${tenant}.>` }) : null;
+  if (newest) await deps.waitForProjection(Projection.EventIndex, newest.seq);
   s.events = await purge(EVENTS_STREAM, `events.${tenant}.>`);
   if (copies) s.events += await purge(copies.stream, `events.${tenant}.>`);
   s.rejected = await purge(REJECTED_STREAM, rejectedTenantSubject(tenant));
