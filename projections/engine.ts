@@ -39,8 +39,6 @@ export interface StreamMessage {
   seq: number;
   data: Uint8Array;
   headers?: MsgHdrs | undefined;
-  /** The message's stored time, nanoseconds since the epoch. */
-  timestampNanos?: bigint;
 }
 
 /** A message's content, or why it is skipped. */
@@ -223,7 +221,7 @@ export async function startProjector<M>(model: ReadModel<M>, deps: ProjectorDeps
         for await (const m of current) {
           if (stopped) break;
           if (m.seq <= queuedUpTo) continue;
-          queue.push({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers, timestampNanos: m.timestampNanos });
+          queue.push({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers });
           queuedUpTo = m.seq;
           kick();
           if (queue.length >= MAX_QUEUED) await new Promise<void>((r) => { queueHasRoom = r; });
@@ -293,7 +291,7 @@ export async function rebuildProjection<M>(
       const messages = await consumer.consume({ max_messages: 512 });
       try {
         for await (const m of messages) {
-          const d = model.decode({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers, timestampNanos: m.timestampNanos });
+          const d = model.decode({ subject: m.subject, seq: m.seq, data: m.data, headers: m.headers });
           const reason = d.ok ? fold.apply(m.seq, d.message) : d.reason;
           if (reason === undefined) applied++;
           else skips.push({ seq: m.seq, reason });

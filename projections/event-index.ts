@@ -23,6 +23,8 @@ export interface EventIndexDeps {
   webhookIds: WebhookIdCodec;
   /** The router's limits: an event past them is rejected, never delivered, and holds no row. */
   limits: EventLimits;
+  /** EVENTS' creation time, which webhook-ids name (streams/events.ts, eventsEpochMs). */
+  epochMs: number;
 }
 
 /** The row an event makes (none when it does not parse or names no subject). */
@@ -33,8 +35,7 @@ export function indexedEvent(deps: EventIndexDeps, m: StreamMessage): IndexedEve
   const keyed = orderingKeyOf(parsed.type, parsed.data, header);
   const subjects = subjectsOf(parsed.data, keyed.ok ? keyed.key : undefined);
   if (subjects.length === 0) return [];
-  // As the router names it (src/router/router.ts): the event's place and stored time in EVENTS.
-  const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number((m.timestampNanos ?? 0n) / 1_000_000n) });
+  const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: deps.epochMs });
   return [{ tenant: parsed.tenant, hashes: subjects.map((s) => deps.hasher.hash(s)), events_seq: m.seq, webhook_id: webhookId, deliveries: [] }];
 }
 

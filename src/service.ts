@@ -18,6 +18,7 @@ import { startEndpointDirectory, type EndpointDirectory } from './endpoints/dire
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { startErasureIndexProjector } from '../projections/erasure-index.ts';
 import { startEventIndexProjector } from '../projections/event-index.ts';
+import { eventsEpochMs } from '../streams/events.ts';
 import { startErasureIndexRetention } from './erasure/index-retention.ts';
 import { startAttemptLogProjector } from '../projections/attempt-log.ts';
 import { startAttemptLogRetention } from './deliverylog/retention.ts';
@@ -207,7 +208,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       if (config.eventPartitions > 0 && webhookIds && subjectHasher) {
         const events = await startEventIndexProjector({
           js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped,
-          hasher: subjectHasher, webhookIds, limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH },
+          hasher: subjectHasher, webhookIds, limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, epochMs: await eventsEpochMs(jsm),
         });
         stops.push(() => events.stop());
       }

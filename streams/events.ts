@@ -30,6 +30,13 @@ export const routerFloor = (c: { num_ack_pending: number; ack_floor: { stream_se
 
 export const eventSubject = (tenant: string, eventName: string) => `events.${tenant}.${eventName}`;
 
+/**
+ * EVENTS' creation time (ms): a webhook-id names it with the event's sequence (src/domain/webhook-id.ts),
+ * so every reader of an event, the router or a consumer of a copy of it, names it alike without reading
+ * the event's own time, and a recreated EVENTS, whose sequences start again, never repeats an id.
+ */
+export const eventsEpochMs = async (jsm: JetStreamManager): Promise<number> => Date.parse((await jsm.streams.info(EVENTS_STREAM)).created);
+
 /** HOOKSTREAM_EVENT_PARTITIONS at most: each partition's source reads every event of EVENTS. */
 export const MAX_EVENT_PARTITIONS = 64;
 const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;

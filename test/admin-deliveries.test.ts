@@ -38,11 +38,14 @@ test.before(async () => {
 
 test.after.always(() => h?.closeAll());
 
+/** The webhook-id the service gives the event at `seq`: its sequence and EVENTS' creation time. */
+const idOf = async (seq: number) => webhookIds.encode({ seq, ms: Date.parse((await h.service.jsm.streams.info('EVENTS')).created) });
+
 test.serial('pending while the router has not routed the event; acknowledged once it has', async (t) => {
   const { r, endpoint } = await subscribed('tenant_unrouted', () => 200);
   await h.restart({ HOOKSTREAM_ROLES: 'api,delivery,deadletter,admin,projector' });
   const ack = await publish('tenant_unrouted', { userId: 'user_u' });
-  const webhookId = webhookIds.encode({ seq: ack.seq, ms: (await h.service.jsm.streams.getMessage('EVENTS', { seq: ack.seq }))!.time.getTime() });
+  const webhookId = await idOf(ack.seq);
   const before = await stateOf(webhookId, endpoint);
   t.like(before, { state: 'pending', tenant: 'tenant_unrouted', event_type: 'user.updated', attempts: 0, queued: null });
   t.regex(before.reason, /not routed/);
@@ -84,8 +87,7 @@ test('a connection failure shows as the last error', async (t) => {
   await r.close();
   const endpoint = (await h.store.create('tenant_refused' as TenantId, { url: r.url, events: ['*'] })).endpoint.id;
   const ack = await publish('tenant_refused', { userId: 'user_c' });
-  const stored = await h.service.jsm.streams.getMessage('EVENTS', { seq: ack.seq });
-  const webhookId = webhookIds.encode({ seq: ack.seq, ms: stored!.time.getTime() });
+  const webhookId = await idOf(ack.seq);
   const s = await waitForState(webhookId, endpoint, (x) => x.state === 'dead', 'dead');
   t.is(s.last_status, null);
   t.truthy(s.last_error);

@@ -27,7 +27,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader, deliveryAddress, keyedSubjects } from '../../streams/deliveries.ts';
-import { EVENTS_STREAM, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { EVENTS_STREAM, eventsEpochMs, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { rateBuckets, rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, type EndpointState } from '../domain/endpoint.ts';
@@ -82,11 +82,12 @@ export function createDeliveryStates(deps: {
     const decoded = deps.webhookIds.decode(webhookId);
     if (!decoded) return undefined;
     const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq: decoded.seq });
-    // A recreated stream reuses sequences: the stored time must match the id's too.
-    if (!m || Math.abs(m.time.getTime() - decoded.ms) > 1) return undefined;
+    // A recreated stream reuses sequences: the id names this stream's creation time (or, made before that,
+    // the event's own time).
+    if (!m || (decoded.ms !== await eventsEpochMs(jsm) && Math.abs(m.time.getTime() - decoded.ms) > 1)) return undefined;
     const match = /^events\.([^.]+)\.(.+)$/.exec(producerSubject(m.subject));
     if (!match) return undefined;
-    return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at: decoded.ms };
+    return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at: m.time.getTime() };
   }
 
   /** Whether a rate-limited endpoint's consumer has every slot taken (its backlog waits on the limit). */

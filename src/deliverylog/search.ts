@@ -118,8 +118,8 @@ export function createDeliveryLog(deps: { orm: MikroORM; jsm: JetStreamManager; 
 
   async function traced(tenant: string, webhookId: string, seq: number, queuedTo: string[] | undefined): Promise<TracedEventOut> {
     const m = await storedEvent(seq);
-    const decoded = deps.webhookIds.decode(webhookId);
-    const at = decoded?.ms ?? null;
+    // The event's time from the event itself: an id names EVENTS' creation time (ids made before, the event's).
+    const at = m ? m.time.getTime() : null;
     const type = typeOf(m);
     const rows = await searchDeliveries(orm.em.fork(), { webhookId }, { limit: 1000 });
     const byEndpoint = new Map(rows.map((r) => [r.endpoint_id, r]));

@@ -1,7 +1,9 @@
-// Webhook ids: one per EVENTS message, `msg_` + 26 base-32 characters of one AES-128 block holding the
-// message's stored time (ms) and stream sequence. A keyed permutation: the same message always gets the
-// same id (every retry, replay and re-routing), the admin role can turn an id back into the message, and
-// without the key an id tells nothing (the sequence is global, so plain ids let any tenant count every
+// Webhook ids: one per EVENTS message, `msg_` + 26 base-32 characters of one AES-128 block holding a
+// time (ms) and the message's stream sequence. The time is EVENTS' creation time (streams/events.ts,
+// eventsEpochMs), so a consumer of a copy of the event names it as the router does; ids made before
+// that hold the event's own stored time, and both are read. A keyed permutation: the same message always
+// gets the same id (every retry, replay and re-routing), the admin role can turn an id back into the
+// message, and without the key an id tells nothing (the sequence is global, so plain ids let any tenant count every
 // tenant's events). The key is derived from the master key; this module only takes the bytes.
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 import { deriveSubkey } from '../crypto/subkey.ts';
@@ -12,7 +14,7 @@ export type MessageId = string & { readonly __brand: 'MessageId' };
 export interface WebhookIdParts {
   /** EVENTS stream sequence. */
   seq: number;
-  /** The message's stored time, milliseconds since the epoch. */
+  /** EVENTS' creation time (or, in ids made before, the message's stored time), milliseconds since the epoch. */
   ms: number;
 }
 

@@ -12,7 +12,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
-import { EVENTS_STREAM, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
+import { EVENTS_STREAM, eventsEpochMs, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
@@ -139,6 +139,7 @@ export async function startRouter(deps: {
   bodies?: Pick<DataKeys, 'seal'>;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
+  const epochMs = await eventsEpochMs(deps.jsm);
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
   const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
@@ -388,7 +389,7 @@ export async function startRouter(deps: {
     // Where each delivery was stored, for the erasure index.
     const queuedAt: [string, number, string][] = [];
     const indexed = () => deps.erasureIndex?.record({ tenant: parsed.tenant, data: parsed.data, eventsSeq: m.seq, webhookId, orderingKey: keyed.ordering?.key, deliveries: queuedAt });
-    const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: Number(m.timestampNanos / 1_000_000n) });
+    const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: epochMs });
     // Hashed once for the whole fan-out (a producer's id), not once per endpoint.
     const msgIdPrefix = fanOutMsgIdPrefix(parsed.tenant, m.headers?.get(MSG_ID_HEADER) || undefined, webhookId);
     const eventSeq = String(m.seq);
