@@ -67,6 +67,11 @@ export interface Config {
   deliveryShards: number;
   /** HOOKSTREAM_EVENT_PARTITIONS: partition streams nats-server fills from EVENTS (0: none); fixed once set. */
   eventPartitions: number;
+  /**
+   * HOOKSTREAM_DIRECT_DELIVERY: endpoints without ordering read their events from their tenant's partition
+   * stream through a consumer of their own, not from a copy the router queues (needs the partitions).
+   */
+  directDelivery: boolean;
   /** Copies of every stream and durable consumer on a NATS cluster (1 on a single server). */
   replicas: number;
   rateLimitPerSecond: number;
@@ -121,6 +126,7 @@ export const VARIABLES: { name: string; default: string; meaning: string }[] = [
   { name: 'HOOKSTREAM_MAX_QUEUED', default: '100000', meaning: 'deliveries one endpoint\'s queue holds; beyond it new ones are dropped, counted and recorded (the same on every instance)' },
   { name: 'HOOKSTREAM_QUEUE_RETENTION', default: formatDuration(QUEUE_RETENTION_MS), meaning: `a delivery still queued this long after it was routed (held for a disabled endpoint, say) is removed unsent; shorter than the erasure index's ${formatDuration(ERASURE_INDEX_MAX_AGE_MS)}, longer than the retry schedule (the same on every instance)` },
   { name: 'HOOKSTREAM_DELIVERY_SHARDS', default: '128', meaning: 'DELIVERIES streams endpoints are spread over (fixed once created)' },
+  { name: 'HOOKSTREAM_DIRECT_DELIVERY', default: '0', meaning: '1 has each endpoint without ordering read its events from its tenant\'s partition stream, not from a copy the router queues (experimental; needs HOOKSTREAM_EVENT_PARTITIONS; fixed once set)' },
   { name: 'HOOKSTREAM_EVENT_PARTITIONS', default: '0', meaning: `partition streams EVENTS_<p> that nats-server fills from EVENTS, for the next delivery path (0 to ${MAX_EVENT_PARTITIONS}; fixed once set; 0: none)` },
   { name: 'HOOKSTREAM_REPLICAS', default: '1', meaning: 'copies of every stream and consumer: 1 on one NATS server, 3 on a three-node cluster' },
   { name: 'HOOKSTREAM_RATE_LIMIT', default: '100', meaning: 'API requests per second per API key' },
@@ -271,6 +277,11 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const level = str(env, 'HOOKSTREAM_LOG_LEVEL', 'info');
   if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new ConfigError('HOOKSTREAM_LOG_LEVEL', `expected debug, info, warn or error, got ${JSON.stringify(level)}`);
+  const eventPartitions = int(env, 'HOOKSTREAM_EVENT_PARTITIONS', 0, 0, MAX_EVENT_PARTITIONS);
+  const directDelivery = flag(env, 'HOOKSTREAM_DIRECT_DELIVERY');
+  if (directDelivery && eventPartitions === 0) {
+    throw new ConfigError('HOOKSTREAM_DIRECT_DELIVERY', 'is 1 but HOOKSTREAM_EVENT_PARTITIONS is 0: endpoints read their tenant\'s partition stream, so set HOOKSTREAM_EVENT_PARTITIONS (16, say) too');
+  }
   return {
     natsUrl: url(env, 'NATS_URL', 'nats://127.0.0.1:4222', ['nats:', 'tls:', 'ws:', 'wss:'], true),
     natsUser: env['NATS_USER'] || undefined,
@@ -308,7 +319,8 @@ export function loadConfig(env: Env = process.env): Config {
     // 128: nats-server 2.9 slows with the consumers on a stream, so 5,000 endpoints need ~40 per stream to
     // keep the delivery rate (issue 5 bench, 5,000 endpoints: 8 shards 1.2-2.0k deliveries/s, 128 shards 3.5-3.8k).
     deliveryShards: int(env, 'HOOKSTREAM_DELIVERY_SHARDS', 128, 1, MAX_DELIVERY_SHARDS),
-    eventPartitions: int(env, 'HOOKSTREAM_EVENT_PARTITIONS', 0, 0, MAX_EVENT_PARTITIONS),
+    eventPartitions,
+    directDelivery,
     // JetStream allows at most 5 replicas.
     replicas: int(env, 'HOOKSTREAM_REPLICAS', 1, 1, 5),
     rateLimitPerSecond: int(env, 'HOOKSTREAM_RATE_LIMIT', 100, 1, 1_000_000),

@@ -18,7 +18,8 @@ import { startEndpointDirectory, type EndpointDirectory } from './endpoints/dire
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { startErasureIndexProjector } from '../projections/erasure-index.ts';
 import { startEventIndexProjector } from '../projections/event-index.ts';
-import { eventsEpochMs } from '../streams/events.ts';
+import { eventsStart } from '../streams/events.ts';
+import { createDirectEvents } from './delivery/direct-events.ts';
 import { startErasureIndexRetention } from './erasure/index-retention.ts';
 import { startAttemptLogProjector } from '../projections/attempt-log.ts';
 import { startAttemptLogRetention } from './deliverylog/retention.ts';
@@ -139,7 +140,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const jsm = await startupJetStreamManager(nc);
     await ensureStreams(jsm, {
       shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
-      queueRetentionMs: config.queueRetentionMs, partitions: config.eventPartitions,
+      queueRetentionMs: config.queueRetentionMs, partitions: config.eventPartitions, direct: config.directDelivery,
       onRetry: (reason) => log.warn('JetStream did not answer while creating the streams; trying again', { reason }),
     });
     const keys = await loadKeys(config, log, {
@@ -162,6 +163,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const deadLetterTags = keys.masterKey ? deadLetterTaggerOf(keys.masterKey, keys.previousMasterKey) : undefined;
     // Issue 22: the keyed hash of subject ids, written by the router and the dead-letter role, looked up by erasure.
     const subjectHasher = keys.masterKey ? subjectHasherOf(keys.masterKey, keys.previousMasterKey) : undefined;
+
+    // Events as the roles read them: the router's limits; with direct delivery (streams/direct.ts), when it
+    // started; EVENTS' creation time, which webhook-ids name.
+    const eventLimits = { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH };
+    const start = await eventsStart(jsm);
+    const direct = config.directDelivery && start.directSince !== undefined && webhookIds
+      ? { since: start.directSince, events: createDirectEvents({ webhookIds, epochMs: start.epochMs, limits: eventLimits }) } : undefined;
 
     if (needsDatabase(config.roles)) {
       step('Postgres');
@@ -208,7 +216,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       if (config.eventPartitions > 0 && webhookIds && subjectHasher) {
         const events = await startEventIndexProjector({
           js, orm, log: log.child({ role: 'projector' }), skipped: metrics.projectionSkipped,
-          hasher: subjectHasher, webhookIds, limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, epochMs: await eventsEpochMs(jsm),
+          hasher: subjectHasher, webhookIds, limits: eventLimits, epochMs: start.epochMs,
         });
         stops.push(() => events.stop());
       }
@@ -261,6 +269,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash }, bodies: dataKeys,
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1, stepdown: consumerStepdown(nc) },
+        direct: direct ? { events: direct.events, shards: config.deliveryShards } : undefined,
       }));
       stops.push(() => handler.stop());
       if (config.deadLetterRetentionMs > 0) {
@@ -292,7 +301,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
         attemptLog: attemptRecorder, bodies: dataKeys,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
-          maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas },
+          maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas, ...(direct ? { direct: { partitions: config.eventPartitions, since: direct.since } } : {}) },
+        ...(direct ? { directEvents: direct.events } : {}),
         log: log.child({ role: 'delivery' }), metrics,
       });
       stops.push(() => delivery.stop());
@@ -301,7 +311,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (roles.has('router') && directory && publisher && webhookIds && subjectHasher) {
       const r = await supervisor.supervise('router', () => startRouter({
         nc, js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
-        limits: { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH }, leaders, ops: opsEvents,
+        limits: eventLimits, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher, deliveriesOnly: config.eventPartitions > 0 }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
         ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),

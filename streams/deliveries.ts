@@ -28,7 +28,7 @@ export const QUEUE_FULL_CODE = 10077;
  */
 export const DELIVERY_MAX_CONSUMERS = 100_000;
 /** nats-server's answer to an invalid stream update, such as 2.10's and 2.11's refusal to change max_consumers (10052). */
-const STREAM_INVALID_CONFIG = 10052;
+export const STREAM_INVALID_CONFIG = 10052;
 
 /**
  * Whether the delivery streams answer direct gets, which the ordering gate reads keyed deliveries with

@@ -8,6 +8,7 @@ import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPo
 import { nanos, type MsgHdrs } from '@nats-io/nats-core';
 import { ConfigError } from '../src/errors.ts';
 import { ensureConsumer, ensureStream, isApiError, type EnsureOptions } from './ensure.ts';
+import { DELIVERY_MAX_CONSUMERS, STREAM_INVALID_CONFIG } from './deliveries.ts';
 
 export const EVENTS_STREAM = 'EVENTS';
 export const EVENTS_SUBJECTS = 'events.>';
@@ -35,13 +36,20 @@ export const eventSubject = (tenant: string, eventName: string) => `events.${ten
  * so every reader of an event, the router or a consumer of a copy of it, names it alike without reading
  * the event's own time, and a recreated EVENTS, whose sequences start again, never repeats an id.
  */
-export const eventsEpochMs = async (jsm: JetStreamManager): Promise<number> => Date.parse((await jsm.streams.info(EVENTS_STREAM)).created);
+export const eventsEpochMs = async (jsm: JetStreamManager): Promise<number> => (await eventsStart(jsm)).epochMs;
+
+/** EVENTS' creation time and, with direct delivery, when that started: what the router and the delivery role read at their start. */
+export async function eventsStart(jsm: JetStreamManager): Promise<{ epochMs: number; directSince: number | undefined }> {
+  const si = await jsm.streams.info(EVENTS_STREAM);
+  return { epochMs: Date.parse(si.created), directSince: directSince(si.config) };
+}
 
 /** HOOKSTREAM_EVENT_PARTITIONS at most: each partition's source reads every event of EVENTS. */
 export const MAX_EVENT_PARTITIONS = 64;
 const EVENTS_MAX_AGE_MS = 7 * 24 * 3600_000;
 
 export const partitionStream = (p: number) => `EVENTS_${p}`;
+export const isPartitionStream = (name: string) => /^EVENTS_\d+$/.test(name);
 
 /** EVENTS' ingest transform into `partitions` partitions: one for every event name's length; the tenant keeps its token. */
 export const partitionTransform = (partitions: number) => ({ src: 'events.*.>', dest: `events.{{wildcard(1)}}.{{partition(${partitions},1)}}.>` });
@@ -50,6 +58,19 @@ export const partitionTransform = (partitions: number) => ({ src: 'events.*.>', 
 export function partitionsOf(config: Pick<StreamConfig, 'subject_transform'>): number {
   const m = /^events\.\{\{wildcard\(1\)\}\}\.\{\{partition\((\d+),1\)\}\}\.>$/.exec(config.subject_transform?.dest ?? '');
   return m ? Number(m[1]) : 0;
+}
+
+/** Where EVENTS' metadata keeps when direct delivery started (ms, HOOKSTREAM_DIRECT_DELIVERY). */
+const DIRECT_SINCE = 'hookstream_direct_since';
+
+/**
+ * When direct delivery started (ms since the epoch), from EVENTS' config; undefined: it never did. An event
+ * stored before it is routed to every endpoint that takes it; from it on, only to ordered ones: the others
+ * read their partition stream from then (streams/direct.ts).
+ */
+export function directSince(config: Pick<StreamConfig, 'metadata'>): number | undefined {
+  const ms = Number(config.metadata?.[DIRECT_SINCE]);
+  return Number.isSafeInteger(ms) && ms > 0 ? ms : undefined;
 }
 
 /** The EVENTS sequence a partition stream's copy was made from: the second word of its Nats-Stream-Source header. */
@@ -63,7 +84,7 @@ export function sourcedSeq(h: MsgHdrs | undefined): number | undefined {
  * the transform and the partition streams too. The partition streams come first, so none misses an event
  * (each source reads EVENTS from its start).
  */
-export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions, partitions = 0): Promise<void> {
+export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions, partitions = 0, direct = false): Promise<void> {
   let current: StreamConfig | undefined;
   try {
     current = (await jsm.streams.info(EVENTS_STREAM)).config;
@@ -74,8 +95,12 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
   if (made > 0 && made !== partitions) {
     throw new ConfigError('HOOKSTREAM_EVENT_PARTITIONS', `is ${partitions} but EVENTS is split into ${made} partitions, which is fixed once set: set it to ${made}`);
   }
+  const since = current ? directSince(current) : undefined;
+  if (since !== undefined && !direct) {
+    throw new ConfigError('HOOKSTREAM_DIRECT_DELIVERY', `is 0 but direct delivery started at ${new Date(since).toISOString()}, which is fixed once set: set it to 1`);
+  }
   for (let p = 0; p < partitions; p++) {
-    await ensureStream(jsm, {
+    const def = {
       name: partitionStream(p),
       sources: [{ name: EVENTS_STREAM, filter_subject: `events.*.${p}.>` }],
       retention: RetentionPolicy.Limits,
@@ -84,7 +109,18 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
       // As long as EVENTS; no max_msg_size (EVENTS bounds the events, the copy adds its source header).
       max_age: nanos(EVENTS_MAX_AGE_MS),
       duplicate_window: nanos(100),
-    }, opts);
+      // With direct delivery, one consumer per endpoint of the partition's tenants (2.15 caps a stream at
+      // 1,000 unless it says otherwise; streams/deliveries.ts).
+      ...(direct ? { max_consumers: DELIVERY_MAX_CONSUMERS } : {}),
+    };
+    try {
+      await ensureStream(jsm, def, opts);
+    } catch (e) {
+      // Made before direct delivery, on a server that cannot change the limit (2.10, 2.11): one without a cap.
+      if (!isApiError(e, STREAM_INVALID_CONFIG)) throw e;
+      const { max_consumers: _unchanged, ...rest } = def;
+      await ensureStream(jsm, rest, opts);
+    }
   }
   await ensureStream(jsm, {
     name: EVENTS_STREAM,
@@ -98,6 +134,8 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
     // drop another's event); the router dedupes per tenant instead (src/router/dedupe.ts).
     duplicate_window: nanos(100),
     ...(partitions > 0 ? { subject_transform: partitionTransform(partitions) } : {}),
+    // Set once, kept (with whatever else the server keeps there).
+    ...(direct ? { metadata: { ...current?.metadata, [DIRECT_SINCE]: String(since ?? Date.now()) } } : {}),
   }, opts);
   await ensureConsumer(jsm, EVENTS_STREAM, {
     durable_name: ROUTER_CONSUMER,

@@ -35,6 +35,8 @@ export async function ensureStreams(
     shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void;
     /** HOOKSTREAM_EVENT_PARTITIONS; absent: none. */
     partitions?: number;
+    /** HOOKSTREAM_DIRECT_DELIVERY. */
+    direct?: boolean;
     /** HOOKSTREAM_QUEUE_RETENTION; absent: its default (benches, tests). */
     queueRetentionMs?: number;
   },
@@ -45,9 +47,9 @@ export async function ensureStreams(
   for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
     try {
       await ensureEndpointsStream(jsm, o);
-      await ensureEventsStream(jsm, o, opts.partitions);
+      await ensureEventsStream(jsm, o, opts.partitions, opts.direct);
       await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o, opts.queueRetentionMs);
-      await ensureDeadLetterStream(jsm, opts.shards, o);
+      await ensureDeadLetterStream(jsm, opts.shards, o, opts.direct ? opts.partitions : 0);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);
       await ensureRejectedStream(jsm, o);
       await ensureOpsStream(jsm, o);

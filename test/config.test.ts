@@ -41,6 +41,7 @@ test('defaults without any variable', (t) => {
     queueRetentionMs: 28 * 86_400_000,
     deliveryShards: 128,
     eventPartitions: 0,
+    directDelivery: false,
     rateLimitPerSecond: 100,
     authFailureBurst: 20,
     maxEventBytes: 262_144,

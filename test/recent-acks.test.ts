@@ -14,7 +14,7 @@ const delivery = (stream: string, seq: number, webhookId: string, endpoint = 'ep
   const none = () => {};
   return {
     subject: 'd', data: new Uint8Array(), headers: h, reply: '', seq,
-    info: { stream, consumer: 'c', deliveryCount, streamSequence: seq }, ack: none, nak: none, working: none, term: none,
+    info: { stream, consumer: endpoint, deliveryCount, streamSequence: seq }, ack: none, nak: none, working: none, term: none,
   };
 };
 
@@ -26,6 +26,15 @@ test('a redelivery of an acked delivery is known; the same sequence carrying ano
   t.false(acks.has(delivery('DELIVERIES_0', 7, 'msg_a', 'ep_2', 2)), 'the same event for another endpoint at a reused sequence');
   t.false(acks.has(delivery('DELIVERIES_1', 7, 'msg_a', 'ep_1', 2)), 'another stream');
   t.true(acks.acked('DELIVERIES_0', 7), 'by place, for the ordering gate');
+});
+
+test('a copy of an event in a partition stream, acked for one endpoint, is not taken as acked for another', (t) => {
+  // Every endpoint of the partition's tenants reads the same message, with no delivery headers.
+  const copy = (endpoint: string, deliveryCount = 1): PulledMsg => ({ ...delivery('EVENTS_3', 42, '', endpoint, deliveryCount), headers: undefined });
+  const acks = createRecentAcks();
+  acks.add(copy('ep_a'));
+  t.true(acks.has(copy('ep_a', 2)));
+  t.false(acks.has(copy('ep_b', 2)), 'the other endpoint\'s redelivery is attempted');
 });
 
 test('a sequence is forgotten once one 8,192 higher is acked on its stream', (t) => {

@@ -3,11 +3,15 @@
 // ack the advisory, so a crash at any step repeats the step instead of losing the message. The record is
 // keyed by endpoint and webhook-id: a repeated advisory (it can repeat after a server restart) finds the
 // record already there. A backstop (backstop.ts) finds the deliveries whose advisory was lost.
-import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
+import { headers as natsHeaders, Match, type MsgHdrs } from '@nats-io/nats-core';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { consumerEndpoint, DeliveryHeader } from '../../streams/deliveries.ts';
+import { consumerEndpoint, deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
+import { isPartitionStream, sourcedSeq } from '../../streams/events.ts';
+import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
+import type { DirectEvents } from '../delivery/direct-events.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import type { Logger } from '../log.ts';
 import { createSampledWarnings } from '../sampled-log.ts';
@@ -36,6 +40,37 @@ export interface DeadLetterSealer {
   subjects?: (s: SubjectRef) => string;
 }
 
+/** A dead delivery as its dead letter keeps it: the message (subject, headers, body as queued) and its body in plain. */
+interface DeadDelivery {
+  endpoint: string;
+  subject: string;
+  header: MsgHdrs;
+  data: Uint8Array;
+  plain: Uint8Array;
+}
+
+/**
+ * A copy of an event in a partition stream as the delivery to `endpoint` it stood for: what the router
+ * would have queued (src/router/router.ts), so its dead letter is shown, checked and replayed as any
+ * other. Undefined for an event the router refuses (never sent).
+ */
+function asDelivery(direct: { events: DirectEvents; shards: number }, endpoint: string, copy: StoredMsg): DeadDelivery | undefined {
+  const e = direct.events.of({ subject: copy.subject, data: copy.data, headers: copy.header });
+  const eventSeq = sourcedSeq(copy.header);
+  if (!e || eventSeq === undefined) return undefined;
+  const header = natsHeaders();
+  header.set(DeliveryHeader.WebhookId, e.webhookId);
+  header.set(DeliveryHeader.Event, e.event);
+  header.set(DeliveryHeader.Tenant, copy.subject.split('.')[1]!);
+  header.set(DeliveryHeader.Endpoint, endpoint);
+  header.set(DeliveryHeader.EventSeq, String(eventSeq));
+  const key = copy.header.get(ORDERING_KEY_HEADER, Match.IgnoreCase);
+  if (key) header.set(DeliveryHeader.OrderingKey, key);
+  const traceparent = copy.header.get('traceparent');
+  if (traceparent) header.set('traceparent', traceparent);
+  return { endpoint, subject: deliveryAddress(endpoint, direct.shards).subject, header, data: e.body, plain: e.body };
+}
+
 export interface DeadLetterHandler {
   stop(): Promise<void>;
   /** Settles when the handler's loop ends (src/supervisor/roles.ts). */
@@ -57,6 +92,12 @@ export async function startDeadLetterHandler(deps: {
   backstop?: { intervalMs: number; shards: number; maxDeliver: number; stepdown?: (stream: string, consumer: string) => Promise<string> };
   /** Opens sealed delivery bodies (src/erasure/data-keys.ts) to hash their subjects; the dead letter keeps the body sealed. */
   bodies?: Pick<DataKeys, 'open'> | undefined;
+  /**
+   * Direct delivery: a dead copy of an event in a partition stream becomes the delivery it stood for (its
+   * endpoint's delivery subject and headers, the body made from the event), so it is shown and replayed as
+   * any dead letter; the copy stays (the tenant's other endpoints read it).
+   */
+  direct?: { events: DirectEvents; shards: number } | undefined;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
   // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
@@ -113,6 +154,12 @@ export async function startDeadLetterHandler(deps: {
       if (isApiError(e, JetStreamApiCodes.StreamNotFound)) return null;
       throw e;
     });
+    if (deps.direct && isPartitionStream(death.stream)) {
+      // Gone: its event was erased (or outlived EVENTS' week); an event the router refuses was never sent.
+      const delivery = original && asDelivery(deps.direct, death.consumer, original);
+      if (delivery) await store(death, delivery, false);
+      return true;
+    }
     if (!original) {
       // Already dead-lettered and removed: announce again, in case that is what failed the last time.
       const row = await findSourceDeadLetter(orm.em.fork(), death.stream, death.seq);
@@ -120,36 +167,43 @@ export async function startDeadLetterHandler(deps: {
       return row !== undefined;
     }
     const endpoint = original.header.get(DeliveryHeader.Endpoint) || consumerEndpoint(death.consumer).endpoint;
-    const webhookId = original.header.get(DeliveryHeader.WebhookId);
-    const event = original.header.get(DeliveryHeader.Event);
-    const tenant = original.header.get(DeliveryHeader.Tenant);
     // A sealed body whose data subject was erased is not kept: removed, as the delivery role drops it.
     const plain = await opened(original.data);
     if (!plain) {
       await remove(death.stream, death.seq);
-      log.info('dead delivery dropped: its data subject was erased', { endpoint, webhook_id: webhookId });
+      log.info('dead delivery dropped: its data subject was erased', { endpoint, webhook_id: original.header.get(DeliveryHeader.WebhookId) });
       return true;
     }
+    await store(death, { endpoint, subject: original.subject, header: original.header, data: original.data, plain }, true);
+    return true;
+  }
+
+  /** Store the dead letter of `d`, remove its message from its work queue (`remove`), then announce it. */
+  async function store(death: Death, d: DeadDelivery, removeIt: boolean): Promise<void> {
+    const { endpoint, header } = d;
+    const webhookId = header.get(DeliveryHeader.WebhookId);
+    const event = header.get(DeliveryHeader.Event);
+    const tenant = header.get(DeliveryHeader.Tenant);
     const failure = webhookId ? await lastAttempt(endpoint, webhookId) : undefined;
-    const message = captureMessage(original.subject, original.header, original.data);
+    const message = captureMessage(d.subject, header, d.data);
     const attempts = failure?.attempt ?? death.deliveries;
-    const traceId = traceIdOf(original.header);
+    const traceId = traceIdOf(header);
     const row = await storeDeadLetter(orm.em.fork(), {
       endpointId: endpoint, tenant, webhookId, eventType: event,
       attempts, lastStatus: failure?.status ?? null, lastError: failure?.error ?? null,
       failedAt: failure?.at ?? death.at, sourceStream: death.stream, sourceSeq: death.seq,
       sealed: deps.sealer.seal(message), tag: deps.sealer.tag({ endpointId: endpoint, tenant, webhookId, eventType: event }, message),
       subjectHashes: deps.sealer.subjects
-        ? subjectsOf(deliveryData(plain), original.header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
+        ? subjectsOf(deliveryData(d.plain), header.get(DeliveryHeader.OrderingKey) || undefined).map(deps.sealer.subjects) : [],
       traceId,
     });
     // Counted when stored: a retry after a failed removal finds the record there and does not count it again.
     if (row?.inserted) metrics.deadLettersStored.inc();
     // The record first, then the removal, then the notice (issue 17): a notice never announces a dead
     // letter that is not there, and an unavailable OPS stream does not keep a dead message in its queue.
-    await remove(death.stream, death.seq);
+    if (removeIt) await remove(death.stream, death.seq);
     // Traced: the end of the delivery's trace, whose id its row and this line keep.
-    if (tracing.on && row) traceDeadLetter(original.header, { [Attr.Endpoint]: endpoint, [Attr.WebhookId]: webhookId, [Attr.DeadLetter]: row.id, [Attr.Attempts]: attempts });
+    if (tracing.on && row) traceDeadLetter(header, { [Attr.Endpoint]: endpoint, [Attr.WebhookId]: webhookId, [Attr.DeadLetter]: row.id, [Attr.Attempts]: attempts });
     deaths.warn(endpoint, 'delivery is dead; dead letter stored', {
       endpoint, tenant, webhook_id: webhookId, event, attempts, status: failure?.status ?? null, reason: failure?.error ?? null, ...(traceId ? { trace_id: traceId } : {}),
       ...(death.by === 'backstop' ? { found_by: 'backstop' } : {}),
@@ -160,7 +214,6 @@ export async function startDeadLetterHandler(deps: {
         attempts, last_status: failure?.status ?? null, last_error: failure?.error ?? null,
       });
     }
-    return true;
   }
 
   async function handle(m: JsMsg): Promise<void> {

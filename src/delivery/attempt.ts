@@ -29,6 +29,7 @@ import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
 import type { Span } from '@opentelemetry/api';
 import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
+import type { DirectEvents } from './direct-events.ts';
 
 export type BodyOpener = Pick<DataKeys, 'open'>;
 
@@ -82,7 +83,8 @@ type Prepared =
   | { fate: 'ack' }
   | { fate: 'term' }
   | Deliver;
-type Deliver = { fate: 'send'; state: EndpointState; webhookId: string; event: string };
+/** `body`: a direct delivery's, made from its event; else the message's own, opened if sealed. */
+type Deliver = { fate: 'send'; state: EndpointState; webhookId: string; event: string; body?: Buffer };
 
 export function createAttempts(deps: {
   directory: EndpointDirectory;
@@ -109,6 +111,8 @@ export function createAttempts(deps: {
   attemptLog?: AttemptLogRecorder;
   /** Opens a sealed body just before it is signed; absent: bodies are sent as stored. */
   bodies?: BodyOpener | undefined;
+  /** Direct delivery: copies of events read from the partition streams (src/delivery/direct-events.ts). */
+  direct?: DirectEvents | undefined;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -161,6 +165,12 @@ export function createAttempts(deps: {
     if (state?.status === EndpointStatus.Disabled || deps.health?.holds(endpointId)) return { fate: 'hold' };
     // A deleted endpoint gets nothing more.
     if (!state || state.status !== EndpointStatus.Active) return { fate: 'ack' };
+    if (deps.direct?.is(m)) {
+      // An event of the tenant the endpoint does not take, or one the router refuses: nothing to send.
+      if (!deps.direct.taken(m, state.events)) return { fate: 'ack' };
+      const e = deps.direct.of(m);
+      return e ? { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body } : { fate: 'ack' };
+    }
     if (routedBeforeRestore(state, m)) {
       // The router routed it before it learned of a delete, and it was stored after the delete's purge.
       log.info('delivery routed before the endpoint was deleted; dropped', {
@@ -212,7 +222,7 @@ export function createAttempts(deps: {
   }
 
   /** Send the signed POST, then ack, retry or give up. */
-  async function deliver(lane: AttemptLane, tracked: InFlight, release: () => void, { state, webhookId, event }: Deliver, span?: Span): Promise<void> {
+  async function deliver(lane: AttemptLane, tracked: InFlight, release: () => void, { state, webhookId, event, body: made }: Deliver, span?: Span): Promise<void> {
     const endpointId = lane.id;
     const m = tracked.msg;
     const n = m.info.deliveryCount;
@@ -222,7 +232,7 @@ export function createAttempts(deps: {
     let plain: Uint8Array;
     try {
       // Opened at once when its keys are in memory: awaited only when it is a promise (a turn saved).
-      const opened = deps.bodies ? deps.bodies.open(m.data) : m.data;
+      const opened = made ?? (deps.bodies ? deps.bodies.open(m.data) : m.data);
       plain = opened instanceof Promise ? await opened : opened;
     } catch (e) {
       if (!isDataKeyErased(e)) throw e;
@@ -277,7 +287,7 @@ export function createAttempts(deps: {
     if (plan) m.nak(plan.delayMs);
     // The plan is on the monotonic clock (as retry-now's due times); records go by the wall clock.
     const nextAt = plan ? endedAt + (plan.at - ended) : undefined;
-    if (plan) deps.retries.remember(endpointId, m.seq, m.reply, plan.at);
+    if (plan) deps.retries.remember(endpointId, m.info.stream, m.seq, m.reply, plan.at);
     deps.attemptLog?.record({
       ...logged, outcome: last ? 'dead' : 'failed', error_class: outcome.kind, error: outcome.error, ...(nextAt !== undefined ? { next_at: nextAt } : {}),
     });

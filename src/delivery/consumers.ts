@@ -2,6 +2,11 @@
 // consumer and a pull loop, a disabled one keeps its consumer and queue but stops pulling (held for a
 // restore), a deleted one loses both.
 //
+// With direct delivery (streams/direct.ts) an endpoint without ordering also has a consumer of its
+// tenant's partition stream, which brings its events; its delivery-stream consumer still brings replays,
+// test events and what was queued before. An endpoint made ordered keeps its direct consumer until that
+// holds nothing, as a keyed consumer is kept (below).
+//
 // One reconcile at a time per endpoint, each acting on the endpoint as the directory has it when it runs
 // (never on the change that queued it), and the directory is followed from before the start-up snapshot,
 // so no change made during start-up is missed (issue 17).
@@ -9,6 +14,8 @@ import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
 import { ensureConsumer, isApiError, listConsumers } from '../../streams/ensure.ts';
+import { directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
+import { partitionStream } from '../../streams/events.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
@@ -26,6 +33,8 @@ export interface DeliveryOptions {
   maxQueued: number;
   /** HOOKSTREAM_REPLICAS for the endpoints' consumers; absent leaves existing consumers as they are. */
   replicas?: number;
+  /** Direct delivery: HOOKSTREAM_EVENT_PARTITIONS, and when it started (EVENTS' metadata, streams/events.ts). */
+  direct?: { partitions: number; since: number };
 }
 
 export interface EndpointConsumers {
@@ -64,6 +73,10 @@ export async function startEndpointConsumers(deps: {
   // Issue 21: the keyed consumers' loops, and the keyed consumers known to exist (they outlive `ordering: key` until drained).
   const keyedLoops = new Map<EndpointId, Running>();
   const keyedExists = new Set<EndpointId>();
+  // Direct delivery: the direct consumers' loops, and the direct consumers known to exist.
+  const directLoops = new Map<EndpointId, Running>();
+  const directExists = new Set<EndpointId>();
+  const knownDirect = new Map<string, ConsumerConfig>();
   // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
   const knownKeyed = new Map<string, ConsumerConfig>();
   let stopping = false;
@@ -84,8 +97,15 @@ export async function startEndpointConsumers(deps: {
     (keyed ? keyedLoops : loops).set(state.id, { loop, untrack });
   }
 
+  function startDirectLoop(state: EndpointState, partitions: number): void {
+    const address = directAddress(state, partitions);
+    const loop = deps.loops.run(state.id, address);
+    const untrack = deps.leaders?.follow(address.stream, address.consumer, loop.repull) ?? (() => {});
+    directLoops.set(state.id, { loop, untrack });
+  }
+
   function stopLoop(id: EndpointId): void {
-    for (const map of [loops, keyedLoops]) {
+    for (const map of [loops, keyedLoops, directLoops]) {
       const running = map.get(id);
       if (!running) continue;
       map.delete(id);
@@ -108,6 +128,14 @@ export async function startEndpointConsumers(deps: {
     await deleteConsumer(address.stream, id);
     await deleteConsumer(address.stream, keyedConsumerName(id));
     keyedExists.delete(id);
+    if (options.direct) {
+      // Its tenant's partition; every partition for an endpoint the directory no longer knows.
+      const tenant = directory.get(id)?.tenant;
+      const streams = tenant !== undefined ? [directAddress({ id, tenant }, options.direct.partitions).stream]
+        : Array.from({ length: options.direct.partitions }, (_, p) => partitionStream(p));
+      for (const stream of streams) await deleteConsumer(stream, id);
+      directExists.delete(id);
+    }
     // Pending deliveries of a deleted endpoint are dropped, not kept for a restore; but only while it is
     // still deleted: a delete seen late must not purge a restored endpoint's new deliveries. The sync
     // makes this instance's view as new as the stream's before that destructive step.
@@ -144,6 +172,40 @@ export async function startEndpointConsumers(deps: {
     log.info('keyed consumer of an endpoint no longer ordered deleted: it held nothing', { endpoint: state.id });
   }
 
+  /**
+   * Direct delivery: the direct consumer of an endpoint now ordered (the routers queue its deliveries
+   * again) is deleted once it holds nothing; until then its loop delivers what it holds.
+   */
+  async function drainDirect(id: EndpointId): Promise<void> {
+    const state = directory.get(id);
+    if (stopping || !options.direct || state?.status !== EndpointStatus.Active || state.ordering !== Ordering.Key) return;
+    const address = directAddress(state, options.direct.partitions);
+    const ci = await jsm.consumers.info(address.stream, address.consumer).catch((e: unknown) => {
+      if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
+      throw e;
+    });
+    const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
+    if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
+    const running = directLoops.get(state.id);
+    directLoops.delete(state.id);
+    running?.untrack();
+    running?.loop.stop();
+    if (ci) await deleteConsumer(address.stream, address.consumer);
+    directExists.delete(state.id);
+    log.info('direct consumer of an endpoint now ordered deleted: it held nothing', { endpoint: state.id });
+  }
+
+  /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
+  async function applyDirect(state: EndpointState): Promise<void> {
+    const direct = options.direct;
+    if (!direct || directLoops.has(state.id)) return;
+    if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
+    await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state.version, direct.since), knownDirect.get(state.id));
+    directExists.add(state.id);
+    if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;
+    startDirectLoop(state, direct.partitions);
+  }
+
   /** Bring the endpoint's consumer and loop in line with the directory as it is now. */
   async function apply(id: EndpointId, known?: ConsumerConfig): Promise<void> {
     if (stopping) return;
@@ -163,6 +225,7 @@ export async function startEndpointConsumers(deps: {
       if (stopping || loops.has(id) || directory.get(id)?.status !== EndpointStatus.Active) return;
       startLoop(state);
     }
+    await applyDirect(state);
     const ordered = state.ordering === Ordering.Key;
     if (!ordered && !keyedExists.has(id)) return;
     if (!keyedLoops.has(id)) {
@@ -205,16 +268,27 @@ export async function startEndpointConsumers(deps: {
       if (keyed) keyedExists.add(endpoint as EndpointId);
     }
   }
-  const queue = [...directory.all()].filter((s) => s.status === EndpointStatus.Active || known.has(s.id) || knownKeyed.has(s.id));
+  for (let p = 0; p < (options.direct?.partitions ?? 0); p++) {
+    for await (const ci of listConsumers(jsm, partitionStream(p))) {
+      knownDirect.set(ci.name, ci.config);
+      directExists.add(ci.name as EndpointId);
+    }
+  }
+  const queue = [...directory.all()].filter((s) => s.status === EndpointStatus.Active || known.has(s.id) || knownKeyed.has(s.id) || knownDirect.has(s.id));
   await Promise.all(Array.from({ length: CONSUMER_SETUP_CONCURRENCY }, async () => {
     for (let s = queue.pop(); s; s = queue.pop()) await reconcile(s.id, known.get(s.id));
   }));
   knownKeyed.clear();
+  knownDirect.clear();
 
   // Keyed consumers of endpoints no longer ordered, deleted once drained (in the endpoint's reconcile chain).
   const drains = setInterval(() => {
     for (const id of keyedLoops.keys()) {
       void chained(id, () => drainKeyed(id), (e) => log.warn('could not look at a keyed consumer to drain; trying again', { endpoint: id, reason: describe(e) }));
+    }
+    for (const id of directLoops.keys()) {
+      if (directory.get(id)?.ordering !== Ordering.Key) continue;
+      void chained(id, () => drainDirect(id), (e) => log.warn('could not look at a direct consumer to drain; trying again', { endpoint: id, reason: describe(e) }));
     }
   }, DRAIN_CHECK_MS);
   drains.unref();
@@ -226,7 +300,7 @@ export async function startEndpointConsumers(deps: {
       clearInterval(drains);
       unsubscribe();
       await Promise.allSettled([...chains.values()]);
-      for (const id of [...loops.keys(), ...keyedLoops.keys()]) stopLoop(id);
+      for (const id of [...loops.keys(), ...keyedLoops.keys(), ...directLoops.keys()]) stopLoop(id);
     },
   };
 }

@@ -40,8 +40,8 @@ export class HeldMessages extends Set<InFlight> {
   }
 }
 
-/** A delivery subject is in one stream only: with the stream sequence, it names the message. */
-const messageKey = (m: PulledMsg) => `${m.seq} ${m.subject}`;
+/** A message as one consumer has it (a partition stream's is read by every endpoint of its tenants). */
+const messageKey = (m: PulledMsg) => `${m.seq} ${m.info.consumer} ${m.info.stream}`;
 
 /**
  * The sweep's tick: a quarter of the shortest wait (backoff[0]), at most 250 ms, so a held message is

@@ -281,7 +281,7 @@ export function createPullLoops(deps: {
           // knowing the copy's count. (A keyed lane's gate keeps one attempt per message itself.)
           const held = gate ? undefined : inFlight.holding(m);
           if (held) return void (held.handedOut = Math.max(held.handedOut ?? 0, m.info.deliveryCount));
-          deps.retries.arrived(id, m.seq);
+          deps.retries.arrived(id, m.info.stream, m.seq);
           const tracked: InFlight = { msg: m, touched: performance.now(), wait: deps.waitFor(m.info.deliveryCount) };
           inFlight.add(tracked);
           if (!gate) return take(lane, tracked);

@@ -29,14 +29,15 @@ function fnv(s: string, h: number): number {
 }
 
 /**
- * What names a delivery beyond its place, its event (webhook id) and its endpoint, as a 53-bit hash (two
+ * What names a delivery beyond its place, its event (webhook id) and its consumer (its endpoint's: a
+ * partition stream's message is read by every endpoint of its tenants, none with a header), as a 53-bit hash (two
  * FNV-1a runs): a number in a typed array, not a string kept for every delivery of the last thousands (each
  * one outlived young-generation GC). Only a reused sequence compares it, where two deliveries would have to
  * meet one chance in 2^53 to be taken for each other.
  */
 function identity(m: PulledMsg): number {
   const webhookId = m.headers?.get(DeliveryHeader.WebhookId) ?? '';
-  const endpoint = m.headers?.get(DeliveryHeader.Endpoint) ?? '';
+  const endpoint = m.info.consumer;
   const a = fnv(endpoint, fnv(' ', fnv(webhookId, 0x811c9dc5)));
   const b = fnv(endpoint, fnv(' ', fnv(webhookId, 0x050c5d1f)));
   return a * 0x200000 + (b & 0x1fffff);

@@ -7,10 +7,13 @@ import type { EndpointId } from '../domain/ids.ts';
 import { nakSubject } from '../nats/pulled-msg.ts';
 
 export interface WaitingRetries {
-  /** Left unacked (or nak'd with a delay) after a failed attempt; `due` on the monotonic clock (performance.now). */
-  remember(endpoint: EndpointId, seq: number, ackSubject: string, due: number): void;
+  /**
+   * Left unacked (or nak'd with a delay) after a failed attempt; `due` on the monotonic clock
+   * (performance.now). By stream and sequence: with direct delivery an endpoint reads two streams.
+   */
+  remember(endpoint: EndpointId, stream: string, seq: number, ackSubject: string, due: number): void;
   /** Handed out again (to this process): no longer waiting. */
-  arrived(endpoint: EndpointId, seq: number): void;
+  arrived(endpoint: EndpointId, stream: string, seq: number): void;
   /** Nak every delivery of `endpoint` still waiting; returns how many. */
   bringForward(endpoint: EndpointId): number;
   /** The endpoint was deleted. */
@@ -21,7 +24,7 @@ export interface WaitingRetries {
 const PRUNE_EVERY = 1024;
 
 export function createWaitingRetries(nc: NatsConnection): WaitingRetries {
-  const byEndpoint = new Map<EndpointId, Map<number, { ack: string; due: number }>>();
+  const byEndpoint = new Map<EndpointId, Map<string, { ack: string; due: number }>>();
   let added = 0;
 
   function prune(now: number): void {
@@ -32,15 +35,15 @@ export function createWaitingRetries(nc: NatsConnection): WaitingRetries {
   }
 
   return {
-    remember(endpoint, seq, ack, due) {
+    remember(endpoint, stream, seq, ack, due) {
       let waiting = byEndpoint.get(endpoint);
       if (!waiting) byEndpoint.set(endpoint, (waiting = new Map()));
-      waiting.set(seq, { ack, due });
+      waiting.set(`${stream} ${seq}`, { ack, due });
       if (++added % PRUNE_EVERY === 0) prune(performance.now());
     },
-    arrived(endpoint, seq) {
+    arrived(endpoint, stream, seq) {
       const waiting = byEndpoint.get(endpoint);
-      if (waiting?.delete(seq) && waiting.size === 0) byEndpoint.delete(endpoint);
+      if (waiting?.delete(`${stream} ${seq}`) && waiting.size === 0) byEndpoint.delete(endpoint);
     },
     bringForward(endpoint) {
       const waiting = byEndpoint.get(endpoint);

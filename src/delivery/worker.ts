@@ -9,6 +9,8 @@
 //
 // Issue 21: an endpoint with `ordering: key` has a second consumer for its keyed deliveries, whose gate
 // lets a delivery through only once no delivery of an earlier event of its key is stored (ordered-gate.ts).
+// With direct delivery, an endpoint without ordering has one more, of its tenant's partition stream, whose
+// messages are the events themselves (direct-events.ts).
 //
 // The jobs apart: attempt.ts (one attempt and its message's fate), pull-loop.ts (an endpoint's lanes and
 // concurrency), consumers.ts (consumers following endpoint changes), in-flight.ts (held messages),
@@ -22,6 +24,7 @@ import type { AckedPublisher } from '../nats/acked-publisher.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import { createPullFeeds } from '../nats/pull-feed.ts';
 import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from './attempt.ts';
+import type { DirectEvents } from './direct-events.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import { HeldMessages, startSweep } from './in-flight.ts';
@@ -82,6 +85,8 @@ export async function startDelivery(deps: {
   attemptLog?: AttemptLogRecorder;
   /** Opens sealed delivery bodies (src/erasure/data-keys.ts); absent: bodies are sent as stored. */
   bodies?: BodyOpener;
+  /** Direct delivery (with `options.direct`): what the partition streams' copies of events become. */
+  directEvents?: DirectEvents;
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -101,7 +106,7 @@ export async function startDelivery(deps: {
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
-    stored, recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies,
+    stored, recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies, direct: deps.directEvents,
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({

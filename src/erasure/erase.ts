@@ -14,7 +14,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import { messagesOf } from './by-subject.ts';
 import { Match } from '@nats-io/nats-core';
-import { EVENTS_STREAM, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
+import { EVENTS_STREAM, eventsStart, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
 import { drainFloor } from '../router/drains.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
 import { deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
@@ -170,16 +170,26 @@ export function createErasure(deps: {
         }
       }
       s.index.entries += entries.size;
+      // Message by message rather than a purge: the admin NATS user may delete, never purge (nats.conf).
+      const eraseAttemptRecords = async (endpoint: string, webhookId: string) => {
+        for await (const a of bySubject(ATTEMPTS_STREAM, attemptSubject(endpoint, webhookId), 1, Number.MAX_SAFE_INTEGER)) {
+          if (await erase(ATTEMPTS_STREAM, a.seq, false)) s.attempts.erased++;
+        }
+      };
+      // With direct delivery, an endpoint read the event from its partition stream: no delivery of it is
+      // indexed, so the attempts of each of the tenant's endpoints are looked up.
+      const direct = (await eventsStart(jsm)).directSince !== undefined
+        ? (await em.execute<{ id: string }[]>('select id from endpoints where tenant = ?', [tenant])).map((r) => r.id) : [];
       await each([...entries.values()], async (entry) => {
         events.add(entry.events_seq);
         if (await erase(EVENTS_STREAM, entry.events_seq)) s.events.erased++;
         for (const [stream, dseq, endpoint] of entry.deliveries) {
           if (await erase(stream, dseq)) s.deliveries.erased++;
           else s.deliveries.already_gone++;
-          // Message by message rather than a purge: the admin NATS user may delete, never purge (nats.conf).
-          for await (const a of bySubject(ATTEMPTS_STREAM, attemptSubject(endpoint, entry.webhook_id), 1, Number.MAX_SAFE_INTEGER)) {
-            if (await erase(ATTEMPTS_STREAM, a.seq, false)) s.attempts.erased++;
-          }
+          await eraseAttemptRecords(endpoint, entry.webhook_id);
+        }
+        for (const endpoint of direct) {
+          if (!entry.deliveries.some((d) => d[2] === endpoint)) await eraseAttemptRecords(endpoint, entry.webhook_id);
         }
       });
       // Rows only: a batch in the stream holds other subjects' entries too (and no id; it expires with the stream).

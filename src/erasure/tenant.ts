@@ -12,7 +12,8 @@ import { ENDPOINT_SNAPSHOTS_STREAM } from '../../streams/endpoint-snapshots.ts';
 import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject } from '../../streams/endpoint-health.ts';
 import { deliveryAddress, keyedConsumerName } from '../../streams/deliveries.ts';
 import { ATTEMPTS_STREAM } from '../../streams/attempts.ts';
-import { EVENTS_STREAM } from '../../streams/events.ts';
+import { EVENTS_STREAM, partitionStream } from '../../streams/events.ts';
+import { tenantPartition } from '../domain/partition.ts';
 import { REJECTED_STREAM, rejectedTenantSubject } from '../../streams/rejected.ts';
 import { ERASURE_INDEX_STREAM } from '../../streams/erasure-index.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
@@ -111,6 +112,8 @@ export async function eraseTenant(deps: {
     const address = deliveryAddress(id, deps.shards);
     await removeConsumer(address.stream, id);
     await removeConsumer(address.stream, keyedConsumerName(id));
+    // Its direct consumer (streams/direct.ts), with partitions.
+    if (deps.partitions) await removeConsumer(partitionStream(tenantPartition(tenant, deps.partitions)), id);
     s.deliveries += await purge(address.stream, address.subject);
     s.deliveries += await purge(address.stream, `${address.subject}.>`);
     s.attempts += await purge(ATTEMPTS_STREAM, `attempts.${id}.>`);

@@ -12,7 +12,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
-import { EVENTS_STREAM, eventsEpochMs, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
+import { EVENTS_STREAM, eventsStart, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
@@ -139,7 +139,8 @@ export async function startRouter(deps: {
   bodies?: Pick<DataKeys, 'seal'>;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
-  const epochMs = await eventsEpochMs(deps.jsm);
+  // Direct delivery (streams/direct.ts): from when on endpoints without ordering read their events themselves.
+  const { epochMs, directSince } = await eventsStart(deps.jsm);
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
   const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
@@ -368,9 +369,11 @@ export async function startRouter(deps: {
     return tryFanOut(m);
   };
 
-  const targetsOf = (tenant: TenantId, type: EventName): EndpointState[] => {
+  const targetsOf = (tenant: TenantId, type: EventName, m: JsMsg): EndpointState[] => {
     const out: EndpointState[] = [];
-    for (const e of directory.activeFor(tenant)) if (matchesAny(e.events, type)) out.push(e);
+    // Stored since direct delivery started: only ordered endpoints' deliveries are queued here.
+    const orderedOnly = directSince !== undefined && Number(m.timestampNanos / 1_000_000n) >= directSince;
+    for (const e of directory.activeFor(tenant)) if (matchesAny(e.events, type) && (!orderedOnly || e.ordering === Ordering.Key)) out.push(e);
     return out;
   };
 
@@ -383,7 +386,7 @@ export async function startRouter(deps: {
     progress.keyed(parsed.tenant, m.seq, keyed.ordering?.token ?? null);
     const seen = directory.lastSeq();
     const key = (e: EndpointState) => `${e.id}@${e.version}`;
-    const targets = targetsOf(parsed.tenant, parsed.type).filter((e) => !stored?.has(key(e)));
+    const targets = targetsOf(parsed.tenant, parsed.type, m).filter((e) => !stored?.has(key(e)));
     // What this delivery of the event has stored, for a retry after a partial failure.
     const storedNow = new Set(stored);
     // Where each delivery was stored, for the erasure index.
@@ -471,7 +474,7 @@ export async function startRouter(deps: {
           // The directory applied endpoint writes since the first routing: add what it missed.
           const sent = new Map(targets.map((e) => [e.id, e.version]));
           const restored = new Set<string>();
-          const missed = targetsOf(parsed.tenant, parsed.type).filter((e) => {
+          const missed = targetsOf(parsed.tenant, parsed.type, m).filter((e) => {
             const version = sent.get(e.id);
             if (version === undefined) return true;
             // Routed from a view older than the endpoint's latest restore: that copy is dropped on delivery.

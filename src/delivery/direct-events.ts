@@ -1,0 +1,66 @@
+// Direct delivery (streams/direct.ts): what a copy of an event in its tenant's partition stream becomes
+// for an endpoint: its type, webhook-id and body, made once per event in this process and shared by every
+// endpoint of the tenant that takes it. An event the router refuses (it does not parse, its ordering key
+// or its delivery body does not fit) is never sent: the router writes it down as rejected.
+import { Match } from '@nats-io/nats-core';
+import { DELIVERY_MAX_BODY } from '../../streams/deliveries.ts';
+import { isPartitionStream, sourcedSeq } from '../../streams/events.ts';
+import { matchesAny, type EventName, type EventPattern } from '../domain/catalogue.ts';
+import { encodeDelivery, parseEvent, type EventLimits } from '../domain/event-data.ts';
+import { ORDERING_KEY_HEADER, orderingKeyOf } from '../domain/ordering-key.ts';
+import type { WebhookIdCodec } from '../domain/webhook-id.ts';
+import type { PulledMsg } from '../nats/pulled-msg.ts';
+
+export interface DirectEvent {
+  event: EventName;
+  webhookId: string;
+  body: Buffer;
+}
+
+export interface DirectEvents {
+  /** Whether `m` is a copy of an event (a partition stream's), not a queued delivery. */
+  is(m: Pick<PulledMsg, 'info'>): boolean;
+  /** Its type, by its subject alone (`events.<tenant>.<p>.<type>`), to skip a type the endpoint does not take unread. */
+  taken(m: Pick<PulledMsg, 'subject'>, events: readonly EventPattern[]): boolean;
+  /** What to send; undefined for an event the router refuses. */
+  of(m: Pick<PulledMsg, 'subject' | 'data' | 'headers'>): DirectEvent | undefined;
+}
+
+/** Events kept made in this process: an event's endpoints pull it within moments of each other. */
+const KEPT = 4096;
+
+export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: number; limits: EventLimits }): DirectEvents {
+  const kept = new Map<number, DirectEvent | null>();
+
+  function make(seq: number, m: Pick<PulledMsg, 'subject' | 'data' | 'headers'>): DirectEvent | null {
+    const parsed = parseEvent(m.subject, m.data, deps.limits);
+    if (!parsed.ok) return null;
+    // Any case, as the router reads it (src/router/ordering.ts).
+    const header = m.headers?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.headers.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
+    if (!orderingKeyOf(parsed.type, parsed.data, header).ok) return null;
+    const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
+    if (!encoded.ok) return null;
+    return { event: parsed.type, webhookId: deps.webhookIds.encode({ seq, ms: deps.epochMs }), body: encoded.body };
+  }
+
+  return {
+    is: (m) => isPartitionStream(m.info.stream),
+    taken(m, events) {
+      // events.<tenant>.<p>.<type>: the type starts after the third dot.
+      let at = -1;
+      for (let dots = 0; dots < 3; dots++) if ((at = m.subject.indexOf('.', at + 1)) < 0) return false;
+      return matchesAny(events, m.subject.slice(at + 1) as EventName);
+    },
+    of(m) {
+      const seq = sourcedSeq(m.headers);
+      if (seq === undefined) return undefined;
+      let e = kept.get(seq);
+      if (e === undefined) {
+        e = make(seq, m);
+        if (kept.size >= KEPT) kept.delete(kept.keys().next().value!);
+        kept.set(seq, e);
+      }
+      return e ?? undefined;
+    },
+  };
+}

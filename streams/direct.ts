@@ -1,0 +1,77 @@
+// Direct delivery (HOOKSTREAM_DIRECT_DELIVERY, the delivery path's next shape, docs/architecture.md): an
+// endpoint without ordering reads its events from its tenant's partition stream EVENTS_<p> through a
+// durable consumer of its own, named as the endpoint, filtered to the tenant. Its retries are the
+// consumer's backoff and its dead letters the max-deliveries advisory, as on the delivery streams; the
+// delivery role acks at once the event types the endpoint does not take.
+import { AckPolicy, DeliverPolicy, JetStreamApiCodes, type ConsumerConfig, type JetStreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { tenantPartition } from '../src/domain/partition.ts';
+import { ENDPOINTS_STREAM } from './endpoints.ts';
+import { partitionStream } from './events.ts';
+import { ApiCode, isApiError, type DurableDefinition } from './ensure.ts';
+
+/**
+ * How far before its start an endpoint's consumer reads: the clocks of a cluster's servers (the leader
+ * of ENDPOINTS or EVENTS against that of the partition stream) may differ by this much. An event stored
+ * within it before the endpoint's start is delivered too; none after it is missed.
+ */
+export const DIRECT_START_SLACK_MS = 1000;
+
+/** Where an endpoint's direct consumer is. */
+export const directAddress = (endpoint: { id: string; tenant: string }, partitions: number) =>
+  ({ stream: partitionStream(tenantPartition(endpoint.tenant, partitions)), consumer: endpoint.id });
+
+/** What a direct consumer is set to, but where it starts (fixed at its creation). */
+function directSettings(tenant: string, partitions: number, opts: { retrySchedule: number[]; maxQueued: number }): Partial<ConsumerConfig> {
+  return {
+    filter_subject: `events.${tenant}.${tenantPartition(tenant, partitions)}.>`,
+    ack_policy: AckPolicy.Explicit,
+    // As an endpoint's consumer of its delivery stream (streams/deliveries.ts, endpointConsumer).
+    ack_wait: nanos(opts.retrySchedule[0]!),
+    backoff: opts.retrySchedule.map(nanos),
+    max_deliver: opts.retrySchedule.length + 1,
+    max_ack_pending: opts.maxQueued,
+  };
+}
+
+/**
+ * The time an endpoint's direct consumer starts reading from, if it had to be made now: when the endpoint
+ * last changed (its ENDPOINTS event of `version`, as nats-server stored it: a create, a restore, the switch
+ * to no ordering), and never before direct delivery started, less the slack.
+ */
+export async function directStart(jsm: JetStreamManager, version: number, since: number): Promise<number> {
+  const changed = await jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: version }).catch(() => null);
+  return Math.max(since, changed ? changed.time.getTime() : since) - DIRECT_START_SLACK_MS;
+}
+
+/**
+ * Create the endpoint's direct consumer, starting at `start()`, or bring an existing one's settings in
+ * line (where it reads is left as it is).
+ */
+export async function ensureDirectConsumer(
+  jsm: JetStreamManager, endpoint: { id: string; tenant: string }, partitions: number,
+  opts: { retrySchedule: number[]; maxQueued: number; replicas?: number }, start: () => Promise<number>, known?: ConsumerConfig,
+): Promise<void> {
+  const { stream } = directAddress(endpoint, partitions);
+  const settings = { ...directSettings(endpoint.tenant, partitions, opts), ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }) };
+  let current = known;
+  if (!current) {
+    current = await jsm.consumers.info(stream, endpoint.id).then((ci) => ci.config, (e: unknown) => {
+      if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return undefined;
+      throw e;
+    });
+  }
+  if (current) {
+    const stale = (Object.keys(settings) as (keyof ConsumerConfig)[]).some((k) => JSON.stringify(current[k]) !== JSON.stringify(settings[k]));
+    if (stale) await jsm.consumers.update(stream, endpoint.id, settings);
+    return;
+  }
+  const def: DurableDefinition = {
+    ...settings, durable_name: endpoint.id,
+    deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(await start()).toISOString(),
+  };
+  await jsm.consumers.add(stream, def).catch((e: unknown) => {
+    // Another instance made it meanwhile (its start is as good as ours).
+    if (!isApiError(e, ApiCode.ConsumerNameExist) && !isApiError(e, ApiCode.ConsumerAlreadyExists)) throw e;
+  });
+}

@@ -1,0 +1,168 @@
+// Direct delivery (HOOKSTREAM_DIRECT_DELIVERY, streams/direct.ts): endpoints without ordering read their
+// tenant's partition stream through a consumer of their own; ordered endpoints keep the router's queue.
+// On the real nats-server, Postgres and loopback receivers: the switch loses and doubles nothing, an event
+// has one webhook-id on both paths, retries end in a dead letter that is shown and replayed, erasure
+// reaches the attempts, and an endpoint's consumer follows its life (created, disabled, restored, deleted).
+import test from 'ava';
+import { eventually } from './helpers/service.ts';
+import { startTestService, type TestService } from './helpers/fixture.ts';
+import type { Receiver } from './helpers/receiver.ts';
+import type { AdminClient } from '../src/admin/client.ts';
+import type { EndpointId, TenantId } from '../src/domain/ids.ts';
+import { tenantPartition } from '../src/domain/partition.ts';
+import { createWebhookIdCodec, deriveWebhookIdKey } from '../src/domain/webhook-id.ts';
+import { DisabledReason, Ordering } from '../src/domain/endpoint.ts';
+import { deliveryAddress } from '../streams/deliveries.ts';
+import { ATTEMPTS_STREAM } from '../streams/attempts.ts';
+import { EVENTS_STREAM, partitionStream } from '../streams/events.ts';
+
+const PARTITIONS = 4;
+const ENV = { HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) };
+const TENANT = 'tenant_direct' as TenantId;
+/** Another tenant in TENANT's partition. */
+const NEIGHBOUR = Array.from({ length: 1000 }, (_, i) => `tenant_near_${i}`)
+  .find((x) => tenantPartition(x, PARTITIONS) === tenantPartition(TENANT, PARTITIONS))! as TenantId;
+const STREAM = partitionStream(tenantPartition(TENANT, PARTITIONS));
+
+let h: TestService;
+let admin: AdminClient;
+/** Subscribed before the switch, so its first event goes through the router. */
+let early: { r: Receiver; id: EndpointId };
+let beforeSwitch: number;
+
+const typeOf = (x: { body: string }) => (JSON.parse(x.body) as { type: string }).type;
+const webhookIdOf = async (seq: number) => createWebhookIdCodec(deriveWebhookIdKey(Buffer.from(h.keys.masterKey, 'base64')))
+  .encode({ seq, ms: Date.parse((await h.service.jsm.streams.info(EVENTS_STREAM)).created) });
+const directConsumer = (id: string) => h.service.jsm.consumers.info(STREAM, id).catch(() => null);
+/** Messages a consumer has handed out, all time (0 when it does not exist). */
+const handedOut = async (stream: string, consumer: string) => (await h.service.jsm.consumers.info(stream, consumer).catch(() => null))?.delivered.consumer_seq ?? 0;
+const queueOf = (id: string) => deliveryAddress(id, h.config.deliveryShards).stream;
+
+test.before(async () => {
+  h = await startTestService('direct_delivery', ENV);
+  ({ admin } = await h.operator({ timeoutMs: 60_000 }));
+  const r = await h.receiver();
+  early = { r, id: (await h.store.create(TENANT, { url: r.url, events: ['user.*'] })).endpoint.id };
+  beforeSwitch = (await h.publish(TENANT, 'user.created', { userId: 'user_before' })).seq;
+  await r.waitFor(1);
+  // Past the consumers' start slack (1 s): the event before the switch is the router's alone.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1' });
+});
+
+test.after.always(() => h?.closeAll());
+
+test.serial('across the switch: the event before it came through the router, the next through the endpoint\'s own consumer; none twice', async (t) => {
+  const after = await h.publish(TENANT, 'user.updated', { userId: 'user_after' });
+  await early.r.waitFor(2);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.deepEqual(early.r.received.map(typeOf), ['user.created', 'user.updated']);
+  t.is(early.r.received[0]!.headers['webhook-id'], await webhookIdOf(beforeSwitch));
+  t.is(early.r.received[1]!.headers['webhook-id'], await webhookIdOf(after.seq));
+  t.is(await handedOut(queueOf(early.id), early.id), 1, 'its queue handed out the first event only');
+  const ci = await directConsumer(early.id);
+  t.is(ci?.config.filter_subject, `events.${TENANT}.${tenantPartition(TENANT, PARTITIONS)}.>`);
+  t.is(ci?.delivered.consumer_seq, 1, 'its own consumer the second');
+  t.is(ci?.num_ack_pending, 0, 'acked');
+});
+
+test.serial('an unordered and an ordered endpoint get the same event with the same webhook-id; types and tenants not taken are not sent', async (t) => {
+  // Past the start slack: the last test's event is not one of theirs.
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const plain = await h.receiver();
+  const ordered = await h.receiver();
+  const other = await h.receiver();
+  const plainId = (await h.store.create(TENANT, { url: plain.url, events: ['organization.*'] })).endpoint.id;
+  const orderedId = (await h.store.create(TENANT, { url: ordered.url, events: ['organization.*'], ordering: Ordering.Key })).endpoint.id;
+  await h.store.create(NEIGHBOUR, { url: other.url, events: ['user.*'] });
+  await h.publish(TENANT, 'user.deleted', { userId: 'user_x' });
+  await h.publish(NEIGHBOUR, 'organization.created', { organizationId: 'org_n' });
+  const ack = await h.publish(TENANT, 'organization.created', { organizationId: 'org_1' });
+  const [p] = await plain.waitFor(1);
+  const [o] = await ordered.waitFor(1);
+  t.is(p!.headers['webhook-id'], await webhookIdOf(ack.seq));
+  t.is(o!.headers['webhook-id'], p!.headers['webhook-id']);
+  t.is(p!.body, o!.body, 'the same body, made by the router and by the delivery role');
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.deepEqual(plain.received.map(typeOf), ['organization.created']);
+  t.is(other.received.length, 0, 'the neighbour took only user events, and published none');
+  t.is(await handedOut(queueOf(plainId), plainId), 0, 'nothing queued for the unordered endpoint');
+  t.is(await handedOut(STREAM, plainId), 2, 'its consumer read the tenant\'s two events, and sent the one it takes');
+  t.is(await handedOut(queueOf(orderedId), orderedId) + await handedOut(queueOf(orderedId), `${orderedId}-key`), 1, 'the ordered one\'s came through the router');
+  t.is(await directConsumer(orderedId), null, 'no direct consumer for an ordered endpoint');
+});
+
+test.serial('failures retry on the consumer\'s backoff, then a dead letter that is shown and replayed with the same webhook-id', async (t) => {
+  let healthy = false;
+  const r = await h.receiver(() => (healthy ? 200 : 503));
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['organizationMembership.*'] })).endpoint.id;
+  const ack = await h.publish(TENANT, 'organizationMembership.created', { userId: 'user_m', organizationId: 'org_m' });
+  await r.waitFor(3);
+  const letter = await eventually(async () => (await admin.listDeadLetters({ endpoint: id, status: 'dead' })).data[0], 30_000, 'dead letter');
+  const webhookId = await webhookIdOf(ack.seq);
+  t.is(letter.webhook_id, webhookId);
+  t.deepEqual(new Set(r.received.map((x) => x.headers['webhook-id'])), new Set([webhookId]), 'one id for every attempt');
+  const shown = await admin.showDeadLetter({ id: letter.id });
+  t.deepEqual(shown.message.body, JSON.parse(r.received[0]!.body), 'the dead letter holds the body sent');
+  t.is(shown.tag, 'current');
+  t.truthy(await h.service.jsm.streams.getMessage(STREAM, { seq: (await directConsumer(id))!.delivered.stream_seq }), 'the copy stays for the tenant\'s other endpoints');
+
+  healthy = true;
+  await admin.replayDeadLetter({ id: letter.id });
+  const replayed = (await r.waitFor(4))[3]!;
+  t.is(replayed.headers['webhook-id'], webhookId);
+  t.is(replayed.body, r.received[0]!.body);
+});
+
+test.serial('erasing a user reaches the event, its copy, the attempts of the endpoint that read it directly and its dead letter', async (t) => {
+  const r = await h.receiver(() => 500);
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['organizationInvitation.created'] })).endpoint.id;
+  const ack = await h.publish(TENANT, 'organizationInvitation.created', { userId: 'user_erased', organizationId: 'org_e' });
+  await r.waitFor(3);
+  await eventually(async () => (await admin.listDeadLetters({ endpoint: id, status: 'dead' })).data[0], 30_000, 'dead letter');
+  const attempts = `attempts.${id}.${await webhookIdOf(ack.seq)}`;
+  t.true(((await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: attempts })).state.subjects?.[attempts] ?? 0) > 0);
+
+  const out = await admin.eraseSubject({ tenant: TENANT, user: 'user_erased' });
+  t.is(out.stores.events.erased + out.stores.unrouted_events.erased, 1);
+  t.is(out.stores.partition_copies.erased, 1);
+  t.true(out.stores.attempts.erased >= 2, `${out.stores.attempts.erased} attempt records`);
+  t.is(out.stores.dead_letters.erased, 1);
+  t.is((await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: attempts })).state.subjects?.[attempts] ?? 0, 0);
+  t.deepEqual((await admin.listDeadLetters({ endpoint: id })).data, []);
+});
+
+test.serial('an endpoint\'s consumer follows its life: from its creation on, held while disabled, gone with it', async (t) => {
+  const old = await h.publish(TENANT, 'user.created', { userId: 'user_old' });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const r = await h.receiver();
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['user.created'] })).endpoint.id;
+  await eventually(async () => (await directConsumer(id)) ?? undefined, 10_000, 'its consumer');
+  await h.publish(TENANT, 'user.created', { userId: 'user_new' });
+  await r.waitFor(1);
+  t.false(r.received.some((x) => x.body.includes('user_old')), `the event stored before it (seq ${old.seq}) is not sent`);
+
+  await h.store.disable(id, DisabledReason.Operator);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await h.publish(TENANT, 'user.created', { userId: 'user_held' });
+  await new Promise((resolve) => setTimeout(resolve, 700));
+  t.is(r.received.length, 1, 'held while disabled');
+  await h.store.restore(TENANT, id);
+  await r.waitFor(2);
+  t.true(r.received[1]!.body.includes('user_held'));
+
+  // A restart of the service in between: the consumer and its place outlive it.
+  await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1' });
+  await h.publish(TENANT, 'user.created', { userId: 'user_after_restart' });
+  await r.waitFor(3);
+  t.is(r.received.length, 3);
+
+  await h.store.delete(TENANT, id);
+  await eventually(async () => ((await directConsumer(id)) === null ? true : undefined), 10_000, 'its consumer deleted');
+});
+
+test.serial('once on, it stays on: turning it off is refused at start-up with what to set', async (t) => {
+  const e = await t.throwsAsync(h.restart(ENV));
+  t.regex(e?.message ?? '', /HOOKSTREAM_DIRECT_DELIVERY: is 0 but direct delivery started at .*, which is fixed once set: set it to 1/);
+  await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1' });
+});
