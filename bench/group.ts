@@ -135,7 +135,10 @@ export async function startGroup(name: string, opts: Options, endpoints: Endpoin
   // Without logins one connection sets up and produces; with nats.conf only PRODUCERS may publish events.
   const producer = nats.producer ? await connectAs(nats.producer, '_INBOX') : nc;
   const jsm = await jetstreamManager(nc);
-  await ensureStreams(jsm, { shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas });
+  await ensureStreams(jsm, {
+    shards: config.deliveryShards, maxQueued: config.maxQueuedPerEndpoint, retrySchedule: config.retrySchedule, replicas: config.replicas,
+    partitions: config.eventPartitions, direct: config.directDelivery,
+  });
 
   // Endpoints are created through the real command side (the same events the API appends).
   const { store } = createEndpoints({ js: jetstream(nc), jsm, masterKey: keys.masterKey, allowPrivateTargets: true });

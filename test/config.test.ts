@@ -277,3 +277,11 @@ test('PUBLIC_URL is one origin: portal links point there', (t) => {
     t.throws(() => loadConfig({ PUBLIC_URL: bad }), { instanceOf: ConfigError, message: /^PUBLIC_URL: expected/ }, bad);
   }
 });
+
+test('HOOKSTREAM_DIRECT_DELIVERY needs the partition streams it reads', (t) => {
+  t.throws(() => loadConfig({ HOOKSTREAM_DIRECT_DELIVERY: '1' }), {
+    instanceOf: ConfigError, message: /^HOOKSTREAM_DIRECT_DELIVERY: is 1 but HOOKSTREAM_EVENT_PARTITIONS is 0: .* set HOOKSTREAM_EVENT_PARTITIONS/,
+  });
+  t.like(loadConfig({ HOOKSTREAM_DIRECT_DELIVERY: '1', HOOKSTREAM_EVENT_PARTITIONS: '16' }), { directDelivery: true, eventPartitions: 16 });
+  t.throws(() => loadConfig({ HOOKSTREAM_DIRECT_DELIVERY: 'on' }), { instanceOf: ConfigError, message: /^HOOKSTREAM_DIRECT_DELIVERY: expected 1 or 0/ });
+});
