@@ -148,51 +148,34 @@ export async function startEndpointConsumers(deps: {
   }
 
   /**
-   * Issue 21: the keyed consumer of an endpoint whose ordering is `none` again is deleted once it holds
-   * nothing (pending or ack-pending); until then its loop delivers what it holds, in order.
+   * An endpoint's second consumer it no longer needs is deleted once it holds nothing (pending or
+   * ack-pending); until then its loop delivers what it holds, in order. Issue 21: the keyed consumer of an
+   * endpoint whose ordering is `none` again; direct delivery: the direct consumer of one now ordered (the
+   * routers queue its deliveries again).
    */
-  async function drainKeyed(id: EndpointId): Promise<void> {
-    // Read when its turn in the endpoint's chain comes: a reconcile before it may have ordered it again.
+  const unneeded = (state: EndpointState | undefined, which: 'keyed' | 'direct'): state is EndpointState =>
+    state?.status === EndpointStatus.Active && (state.ordering === Ordering.Key) === (which === 'direct');
+  async function drain(id: EndpointId, which: 'keyed' | 'direct'): Promise<void> {
+    // Read when its turn in the endpoint's chain comes: a reconcile before it may have changed it back.
     const state = directory.get(id);
-    if (stopping || state?.status !== EndpointStatus.Active || state.ordering === Ordering.Key) return;
-    const address = deliveryAddress(state.id, options.shards);
-    const name = keyedConsumerName(state.id);
-    const ci = await jsm.consumers.info(address.stream, name).catch((e: unknown) => {
-      if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
-      throw e;
-    });
-    const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
-    if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
-    const running = keyedLoops.get(state.id);
-    keyedLoops.delete(state.id);
-    running?.untrack();
-    running?.loop.stop();
-    if (ci) await deleteConsumer(address.stream, name);
-    keyedExists.delete(state.id);
-    log.info('keyed consumer of an endpoint no longer ordered deleted: it held nothing', { endpoint: state.id });
-  }
-
-  /**
-   * Direct delivery: the direct consumer of an endpoint now ordered (the routers queue its deliveries
-   * again) is deleted once it holds nothing; until then its loop delivers what it holds.
-   */
-  async function drainDirect(id: EndpointId): Promise<void> {
-    const state = directory.get(id);
-    if (stopping || !options.direct || state?.status !== EndpointStatus.Active || state.ordering !== Ordering.Key) return;
-    const address = directAddress(state, options.direct.partitions);
+    if (stopping || !unneeded(state, which)) return;
+    const address = which === 'keyed'
+      ? { stream: deliveryAddress(state.id, options.shards).stream, consumer: keyedConsumerName(state.id) }
+      : directAddress(state, options.direct!.partitions);
     const ci = await jsm.consumers.info(address.stream, address.consumer).catch((e: unknown) => {
       if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
       throw e;
     });
     const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
     if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
-    const running = directLoops.get(state.id);
-    directLoops.delete(state.id);
+    const [loops, exists] = which === 'keyed' ? [keyedLoops, keyedExists] : [directLoops, directExists];
+    const running = loops.get(state.id);
+    loops.delete(state.id);
     running?.untrack();
     running?.loop.stop();
     if (ci) await deleteConsumer(address.stream, address.consumer);
-    directExists.delete(state.id);
-    log.info('direct consumer of an endpoint now ordered deleted: it held nothing', { endpoint: state.id });
+    exists.delete(state.id);
+    log.info(`${which} consumer of an endpoint ${which === 'keyed' ? 'no longer' : 'now'} ordered deleted: it held nothing`, { endpoint: state.id });
   }
 
   /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
@@ -281,14 +264,14 @@ export async function startEndpointConsumers(deps: {
   knownKeyed.clear();
   knownDirect.clear();
 
-  // Keyed consumers of endpoints no longer ordered, deleted once drained (in the endpoint's reconcile chain).
+  // Keyed consumers of endpoints no longer ordered, and direct ones of endpoints now ordered, deleted once
+  // drained (in the endpoint's reconcile chain).
   const drains = setInterval(() => {
-    for (const id of keyedLoops.keys()) {
-      void chained(id, () => drainKeyed(id), (e) => log.warn('could not look at a keyed consumer to drain; trying again', { endpoint: id, reason: describe(e) }));
-    }
-    for (const id of directLoops.keys()) {
-      if (directory.get(id)?.ordering !== Ordering.Key) continue;
-      void chained(id, () => drainDirect(id), (e) => log.warn('could not look at a direct consumer to drain; trying again', { endpoint: id, reason: describe(e) }));
+    for (const [which, running] of [['keyed', keyedLoops], ['direct', directLoops]] as const) {
+      for (const id of running.keys()) {
+        if (!unneeded(directory.get(id), which)) continue;
+        void chained(id, () => drain(id, which), (e) => log.warn(`could not look at a ${which} consumer to drain; trying again`, { endpoint: id, reason: describe(e) }));
+      }
     }
   }, DRAIN_CHECK_MS);
   drains.unref();
