@@ -15,6 +15,7 @@ import { DisabledReason, Ordering } from '../src/domain/endpoint.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import { ATTEMPTS_STREAM } from '../streams/attempts.ts';
 import { EVENTS_STREAM, partitionStream } from '../streams/events.ts';
+import { directFilters } from '../streams/direct.ts';
 
 const PARTITIONS = 4;
 const ENV = { HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) };
@@ -61,7 +62,7 @@ test.serial('across the switch: the event before it came through the router, the
   t.is(early.r.received[1]!.headers['webhook-id'], await webhookIdOf(after.seq));
   t.is(await handedOut(queueOf(early.id), early.id), 1, 'its queue handed out the first event only');
   const ci = await directConsumer(early.id);
-  t.is(ci?.config.filter_subject, `events.${TENANT}.${tenantPartition(TENANT, PARTITIONS)}.>`);
+  t.deepEqual(ci?.config.filter_subjects, [`events.${TENANT}.${tenantPartition(TENANT, PARTITIONS)}.user.>`], 'the types it takes, of its tenant');
   t.is(ci?.delivered.consumer_seq, 1, 'its own consumer the second');
   t.is(ci?.num_ack_pending, 0, 'acked');
 });
@@ -87,9 +88,26 @@ test.serial('an unordered and an ordered endpoint get the same event with the sa
   t.deepEqual(plain.received.map(typeOf), ['organization.created']);
   t.is(other.received.length, 0, 'the neighbour took only user events, and published none');
   t.is(await handedOut(queueOf(plainId), plainId), 0, 'nothing queued for the unordered endpoint');
-  t.is(await handedOut(STREAM, plainId), 2, 'its consumer read the tenant\'s two events, and sent the one it takes');
+  t.is(await handedOut(STREAM, plainId), 1, 'its consumer is handed only the type it takes');
+  t.deepEqual((await directConsumer(plainId))?.config.filter_subjects, [`events.${TENANT}.${tenantPartition(TENANT, PARTITIONS)}.organization.>`]);
   t.is(await handedOut(queueOf(orderedId), orderedId) + await handedOut(queueOf(orderedId), `${orderedId}-key`), 1, 'the ordered one\'s came through the router');
   t.is(await directConsumer(orderedId), null, 'no direct consumer for an ordered endpoint');
+
+  // Its types changed: its consumer's filter follows.
+  await h.store.update(TENANT, plainId, { events: ['organization.*', 'user.deleted'] });
+  await eventually(async () => ((await directConsumer(plainId))?.config.filter_subjects?.length === 2 ? true : undefined), 10_000, 'the new filter');
+  await h.publish(TENANT, 'user.deleted', { userId: 'user_y' });
+  await plain.waitFor(2);
+  t.deepEqual(plain.received.map(typeOf), ['organization.created', 'user.deleted']);
+});
+
+test('an endpoint\'s filter: one subject per pattern, none covering another', (t) => {
+  const p = tenantPartition('t1', PARTITIONS);
+  t.deepEqual(directFilters('t1', PARTITIONS, ['user.created', 'user.*', 'organizationMembership.created', 'organization.*']),
+    [`events.t1.${p}.organization.>`, `events.t1.${p}.organizationMembership.created`, `events.t1.${p}.user.>`]);
+  t.deepEqual(directFilters('t1', PARTITIONS, ['user.created', '*']), [`events.t1.${p}.>`]);
+  t.deepEqual(directFilters('t1', PARTITIONS, ['organization.auth_policy.updated', 'user.created']),
+    [`events.t1.${p}.organization.auth_policy.updated`, `events.t1.${p}.user.created`]);
 });
 
 test.serial('failures retry on the consumer\'s backoff, then a dead letter that is shown and replayed with the same webhook-id', async (t) => {

@@ -77,6 +77,8 @@ export async function startEndpointConsumers(deps: {
   const directLoops = new Map<EndpointId, Running>();
   const directExists = new Set<EndpointId>();
   const knownDirect = new Map<string, ConsumerConfig>();
+  // The `events` each direct consumer was last set to filter.
+  const directFiltered = new Map<EndpointId, string>();
   // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
   const knownKeyed = new Map<string, ConsumerConfig>();
   let stopping = false;
@@ -135,6 +137,7 @@ export async function startEndpointConsumers(deps: {
         : Array.from({ length: options.direct.partitions }, (_, p) => partitionStream(p));
       for (const stream of streams) await deleteConsumer(stream, id);
       directExists.delete(id);
+      directFiltered.delete(id);
     }
     // Pending deliveries of a deleted endpoint are dropped, not kept for a restore; but only while it is
     // still deleted: a delete seen late must not purge a restored endpoint's new deliveries. The sync
@@ -175,16 +178,19 @@ export async function startEndpointConsumers(deps: {
     running?.loop.stop();
     if (ci) await deleteConsumer(address.stream, address.consumer);
     exists.delete(state.id);
+    if (which === 'direct') directFiltered.delete(state.id);
     log.info(`${which} consumer of an endpoint ${which === 'keyed' ? 'no longer' : 'now'} ordered deleted: it held nothing`, { endpoint: state.id });
   }
 
   /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
   async function applyDirect(state: EndpointState): Promise<void> {
     const direct = options.direct;
-    if (!direct || directLoops.has(state.id)) return;
+    const filtered = state.events.join();
+    if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
     await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state.version, direct.since), knownDirect.get(state.id));
     directExists.add(state.id);
+    directFiltered.set(state.id, filtered);
     if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;
     startDirectLoop(state, direct.partitions);
   }
@@ -237,8 +243,10 @@ export async function startEndpointConsumers(deps: {
   // Followed before the snapshot below is read, so a change during start-up is reconciled too (twice at
   // worst, which is harmless: each reconcile acts on the current state).
   const unsubscribe = directory.onChange((next, previous) => {
-    // url/events/secret/rate limit changes are read per attempt.
-    if (previous && previous.status === next.status && previous.ordering === next.ordering) return;
+    // url/events/secret/rate limit changes are read per attempt; with direct delivery, `events` is the
+    // direct consumer's filter.
+    const sameEvents = !options.direct || previous?.events.join() === next.events.join();
+    if (previous && previous.status === next.status && previous.ordering === next.ordering && sameEvents) return;
     void reconcile(next.id);
   });
 
