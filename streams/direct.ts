@@ -63,11 +63,12 @@ function directSettings(endpoint: DirectEndpoint, partitions: number, opts: { re
 /**
  * The time an endpoint's direct consumer starts reading from, if it had to be made now: when the endpoint
  * last changed (its ENDPOINTS event of `version`, as nats-server stored it: a create, a restore, the switch
- * to no ordering), and never before direct delivery started, less the slack.
+ * to no ordering; or the time the event names, should it be gone), and never before direct delivery
+ * started, less the slack.
  */
-export async function directStart(jsm: JetStreamManager, version: number, since: number): Promise<number> {
-  const changed = await jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: version }).catch(() => null);
-  return Math.max(since, changed ? changed.time.getTime() : since) - DIRECT_START_SLACK_MS;
+export async function directStart(jsm: JetStreamManager, endpoint: { version: number; updatedAt: string }, since: number): Promise<number> {
+  const changed = await jsm.streams.getMessage(ENDPOINTS_STREAM, { seq: endpoint.version }).catch(() => null);
+  return Math.max(since, changed ? changed.time.getTime() : Date.parse(endpoint.updatedAt)) - DIRECT_START_SLACK_MS;
 }
 
 /**

@@ -188,7 +188,7 @@ export async function startEndpointConsumers(deps: {
     const filtered = state.events.join();
     if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
-    await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state.version, direct.since), knownDirect.get(state.id));
+    await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state, direct.since), knownDirect.get(state.id));
     directExists.add(state.id);
     directFiltered.set(state.id, filtered);
     if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;
