@@ -4,7 +4,7 @@
 // Each endpoint has its own durable consumer: its retries and backlog never hold back another endpoint.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { ensureStream, isApiError, listConsumers, type DurableDefinition, type EnsureOptions } from './ensure.ts';
+import { ensureCappedStream, isApiError, listConsumers, type DurableDefinition, type EnsureOptions } from './ensure.ts';
 import { ConfigError } from '../src/errors.ts';
 
 export const DELIVERIES_PREFIX = 'DELIVERIES_';
@@ -27,8 +27,6 @@ export const QUEUE_FULL_CODE = 10077;
  * but slows long before this many (10,000 on one stream: 81 s to create, 512 MB).
  */
 export const DELIVERY_MAX_CONSUMERS = 100_000;
-/** nats-server's answer to an invalid stream update, such as 2.10's and 2.11's refusal to change max_consumers (10052). */
-export const STREAM_INVALID_CONFIG = 10052;
 
 /**
  * Whether the delivery streams answer direct gets, which the ordering gate reads keyed deliveries with
@@ -201,15 +199,7 @@ export async function ensureDeliveryStreams(
       max_consumers: DELIVERY_MAX_CONSUMERS,
       allow_direct: directGets(opts?.replicas),
     };
-    try {
-      await ensureStream(jsm, def, opts);
-    } catch (e) {
-      // A stream created before the limit was set, on a server that cannot change it (2.10, 2.11): such a server
-      // has no default cap either, so the stream stays unlimited. Any other refusal comes back below.
-      if (!isApiError(e, STREAM_INVALID_CONFIG)) throw e;
-      const { max_consumers: _unchanged, ...rest } = def;
-      await ensureStream(jsm, rest, opts);
-    }
+    await ensureCappedStream(jsm, def, opts);
   }
 }
 

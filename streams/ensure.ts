@@ -28,6 +28,8 @@ export const ApiCode = {
   ConsumerReplicasExceedsStream: 10126,
   /** 2.10 and later, when a create meets an existing consumer with another configuration. */
   ConsumerAlreadyExists: 10148,
+  /** An invalid stream update, such as 2.10's and 2.11's refusal to change max_consumers. */
+  StreamInvalidConfig: 10052,
 } as const;
 
 /**
@@ -92,6 +94,21 @@ export async function ensureStream(jsm: JetStreamManager, definition: StreamDefi
     }
   } catch (e) {
     throw replicasError(e, opts, `stream ${def.name}`) ?? e;
+  }
+}
+
+/**
+ * ensureStream for a stream that caps its consumers (`max_consumers`): one made before the cap, on a server
+ * that cannot change it (2.10, 2.11), stays without it (such a server has no default cap either). Any
+ * other refusal comes back.
+ */
+export async function ensureCappedStream(jsm: JetStreamManager, def: StreamDefinition, opts?: EnsureOptions): Promise<void> {
+  try {
+    await ensureStream(jsm, def, opts);
+  } catch (e) {
+    if (!isApiError(e, ApiCode.StreamInvalidConfig) || def.max_consumers === undefined) throw e;
+    const { max_consumers: _unchanged, ...rest } = def;
+    await ensureStream(jsm, rest, opts);
   }
 }
 

@@ -7,8 +7,8 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { nanos, type MsgHdrs } from '@nats-io/nats-core';
 import { ConfigError } from '../src/errors.ts';
-import { ensureConsumer, ensureStream, isApiError, type EnsureOptions } from './ensure.ts';
-import { DELIVERY_MAX_CONSUMERS, STREAM_INVALID_CONFIG } from './deliveries.ts';
+import { ensureCappedStream, ensureConsumer, ensureStream, isApiError, type EnsureOptions } from './ensure.ts';
+import { DELIVERY_MAX_CONSUMERS } from './deliveries.ts';
 
 export const EVENTS_STREAM = 'EVENTS';
 export const EVENTS_SUBJECTS = 'events.>';
@@ -113,14 +113,7 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
       // 1,000 unless it says otherwise; streams/deliveries.ts).
       ...(direct ? { max_consumers: DELIVERY_MAX_CONSUMERS } : {}),
     };
-    try {
-      await ensureStream(jsm, def, opts);
-    } catch (e) {
-      // Made before direct delivery, on a server that cannot change the limit (2.10, 2.11): one without a cap.
-      if (!isApiError(e, STREAM_INVALID_CONFIG)) throw e;
-      const { max_consumers: _unchanged, ...rest } = def;
-      await ensureStream(jsm, rest, opts);
-    }
+    await ensureCappedStream(jsm, def, opts);
   }
   await ensureStream(jsm, {
     name: EVENTS_STREAM,
