@@ -11,6 +11,7 @@ export default {
     'test/config.test.ts',
     'test/console-html.test.ts',
     'test/crypto.test.ts',
+    'test/direct-events.test.ts',
     'test/event-data.test.ts',
     'test/fair-publishes.test.ts',
     'test/pull-loop-pools.test.ts',

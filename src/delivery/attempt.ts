@@ -166,8 +166,8 @@ export function createAttempts(deps: {
     // A deleted endpoint gets nothing more.
     if (!state || state.status !== EndpointStatus.Active) return { fate: 'ack' };
     if (deps.direct?.is(m)) {
-      // An event of the tenant the endpoint does not take, or one the router refuses: nothing to send.
-      if (!deps.direct.taken(m, state.events)) return { fate: 'ack' };
+      // An event the endpoint does not take, or one the router refuses: nothing to send.
+      if (!deps.direct.taken(m, state)) return { fate: 'ack' };
       const e = deps.direct.of(m);
       return e ? { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body } : { fate: 'ack' };
     }

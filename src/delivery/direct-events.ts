@@ -20,8 +20,12 @@ export interface DirectEvent {
 export interface DirectEvents {
   /** Whether `m` is a copy of an event (a partition stream's), not a queued delivery. */
   is(m: Pick<PulledMsg, 'info'>): boolean;
-  /** Its type, by its subject alone (`events.<tenant>.<p>.<type>`), to skip a type the endpoint does not take unread. */
-  taken(m: Pick<PulledMsg, 'subject'>, events: readonly EventPattern[]): boolean;
+  /**
+   * Whether the endpoint takes it, by its subject alone (`events.<tenant>.<p>.<type>`): of its tenant (its
+   * consumer's filter says so already; checked again, since a partition stream holds other tenants'
+   * events) and of a type it takes (its filter may have changed since the message was handed out).
+   */
+  taken(m: Pick<PulledMsg, 'subject'>, endpoint: { tenant: string; events: readonly EventPattern[] }): boolean;
   /** What to send; undefined for an event the router refuses. */
   of(m: Pick<PulledMsg, 'subject' | 'data' | 'headers'>): DirectEvent | undefined;
 }
@@ -45,11 +49,12 @@ export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: 
 
   return {
     is: (m) => isPartitionStream(m.info.stream),
-    taken(m, events) {
-      // events.<tenant>.<p>.<type>: the type starts after the third dot.
-      let at = -1;
-      for (let dots = 0; dots < 3; dots++) if ((at = m.subject.indexOf('.', at + 1)) < 0) return false;
-      return matchesAny(events, m.subject.slice(at + 1) as EventName);
+    taken(m, endpoint) {
+      const tenant = `events.${endpoint.tenant}.`;
+      if (!m.subject.startsWith(tenant)) return false;
+      // The type starts after the partition's token.
+      const at = m.subject.indexOf('.', tenant.length);
+      return at > 0 && matchesAny(endpoint.events, m.subject.slice(at + 1) as EventName);
     },
     of(m) {
       const seq = sourcedSeq(m.headers);

@@ -1,0 +1,49 @@
+// What a partition stream's copy of an event becomes for an endpoint (src/delivery/direct-events.ts), with
+// no server: only the endpoint's tenant and types are taken, an event the router refuses is never sent,
+// and an event is made once per process whatever the number of its endpoints.
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { createDirectEvents } from '../src/delivery/direct-events.ts';
+import { createWebhookIdCodec } from '../src/domain/webhook-id.ts';
+import { DEFAULT_EVENT_LIMITS } from '../src/domain/event-data.ts';
+
+const webhookIds = createWebhookIdCodec(randomBytes(16));
+const EPOCH = Date.parse('2026-11-29T00:00:00Z');
+const direct = createDirectEvents({ webhookIds, epochMs: EPOCH, limits: DEFAULT_EVENT_LIMITS });
+
+/** A copy of the event stored at EVENTS `seq`, as nats-server sources it into a partition stream. */
+function copy(seq: number, subject: string, body: unknown, extra: Record<string, string> = {}) {
+  const headers = natsHeaders();
+  headers.set('Nats-Stream-Source', `EVENTS ${seq} events.*.2.> events.*.> events.*.>`);
+  for (const [k, v] of Object.entries(extra)) headers.set(k, v);
+  return { subject, data: new TextEncoder().encode(typeof body === 'string' ? body : JSON.stringify(body)), headers };
+}
+
+test('only the endpoint\'s tenant and types are taken, by the subject', (t) => {
+  const endpoint = { tenant: 't_a', events: ['user.*', 'organization.created'] as const };
+  t.true(direct.taken({ subject: 'events.t_a.2.user.created' }, endpoint));
+  t.true(direct.taken({ subject: 'events.t_a.2.organization.created' }, endpoint));
+  t.false(direct.taken({ subject: 'events.t_a.2.organization.deleted' }, endpoint), 'a type it does not take');
+  t.false(direct.taken({ subject: 'events.t_ab.2.user.created' }, endpoint), 'another tenant whose id starts alike');
+  t.false(direct.taken({ subject: 'events.t_b.2.user.created' }, endpoint), 'another tenant of the partition');
+  t.false(direct.taken({ subject: 'events.t_a' }, endpoint));
+  t.true(direct.is({ info: { stream: 'EVENTS_3', consumer: 'ep', deliveryCount: 1, streamSequence: 1 } }));
+  t.false(direct.is({ info: { stream: 'DELIVERIES_3', consumer: 'ep', deliveryCount: 1, streamSequence: 1 } }));
+});
+
+test('the body and webhook-id are the router\'s, made once per event; an event the router refuses is not sent', (t) => {
+  const e = direct.of(copy(41, 'events.t_a.2.user.created', { userId: 'user_1' }))!;
+  t.deepEqual(JSON.parse(e.body.toString()), { type: 'user.created', data: { userId: 'user_1' } });
+  t.is(e.event, 'user.created');
+  t.deepEqual(webhookIds.decode(e.webhookId), { seq: 41, ms: EPOCH });
+  t.is(direct.of(copy(41, 'events.t_a.2.user.created', { userId: 'user_1' })), e, 'the same event for another endpoint');
+
+  t.is(direct.of(copy(42, 'events.t_a.2.user.created', '{not json')), undefined);
+  t.is(direct.of(copy(43, 'events.t_a.2.user.created', { userId: 42 })), undefined, 'invalid data');
+  t.is(direct.of(copy(44, 'events.t_a.2.user.nonsense', {})), undefined, 'an unknown event');
+  t.is(direct.of(copy(45, 'events.t_a.2.user.updated', { userId: 'user_1' }, { 'Hookstream-Ordering-Key': 'x'.repeat(1000) })), undefined, 'an ordering key too long');
+  const noSource = copy(46, 'events.t_a.2.user.updated', { userId: 'user_1' });
+  noSource.headers.delete('Nats-Stream-Source');
+  t.is(direct.of(noSource), undefined, 'not a copy nats-server made');
+});
