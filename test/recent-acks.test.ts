@@ -35,6 +35,11 @@ test('a copy of an event in a partition stream, acked for one endpoint, is not t
   acks.add(copy('ep_a'));
   t.true(acks.has(copy('ep_a', 2)));
   t.false(acks.has(copy('ep_b', 2)), 'the other endpoint\'s redelivery is attempted');
+  // Each endpoint's ack is kept beside the others' (a partition's event has as many readers as endpoints).
+  acks.add(copy('ep_b'));
+  acks.add(copy('ep_c'));
+  t.true(acks.has(copy('ep_a')), 'handed out again as new after a restarted nats-server lost the ack');
+  t.true(acks.has(copy('ep_b')));
 });
 
 test('a sequence is forgotten once one 8,192 higher is acked on its stream', (t) => {

@@ -275,8 +275,10 @@ export function createPullLoops(deps: {
         onMessage(m: PulledMsg) {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
-          // Back after an ack that was lost (a NATS restart): delivered already, acked again.
-          if (m.info.deliveryCount > 1 && deps.recentAcks.has(m)) return void m.ack();
+          // Back after an ack that was lost (a NATS restart): delivered already, acked again. Looked up on a
+          // first delivery too: a partition stream keeps acked messages, and a restarted nats-server whose
+          // consumer state had not yet saved the ack hands the message out again as new.
+          if (deps.recentAcks.has(m)) return void m.ack();
           // Handed out again while held here, waiting or in its attempt: that delivery settles the message,
           // knowing the copy's count. (A keyed lane's gate keeps one attempt per message itself.)
           const held = gate ? undefined : inFlight.holding(m);

@@ -1,11 +1,13 @@
 // Deliveries this process acked after a 2xx, so that one whose ack the server lost (a NATS restart while
 // acks were on their way) is acked again when it comes back, not POSTed twice (issue 17: most of the
 // compound fault's remaining duplicates). Direct-mapped per DELIVERIES stream: a fixed table per stream this
-// process acks on, whatever the rate; a sequence is remembered until one SLOTS higher is acked. Only
-// redeliveries are looked up. A delivery is known by its stream, sequence, webhook id and endpoint: a
-// replicated stream whose cluster state was reset can hand out a sequence again for another message, which a
-// sequence alone would take for the acked one and ack unsent.
+// process acks on, whatever the rate; a sequence is remembered until one SLOTS higher is acked. A delivery
+// is known by its stream, sequence, webhook id and endpoint: a replicated stream whose cluster state was
+// reset can hand out a sequence again for another message, which a sequence alone would take for the acked
+// one and ack unsent. A partition stream's message (direct delivery) is read by each endpoint of its
+// tenants: its slot mixes in the consumer, so one endpoint's ack does not push out another's.
 import type { PulledMsg } from '../nats/pulled-msg.ts';
+import { isPartitionStream } from '../../streams/events.ts';
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 
 /** Sequences remembered per stream (a power of two). */
@@ -14,7 +16,7 @@ const SLOTS = 8192;
 export interface RecentAcks {
   /** `m` was answered 2xx and is being acked. */
   add(m: PulledMsg): void;
-  /** Whether this very delivery `m` was acked here after a 2xx (look up redeliveries only). */
+  /** Whether this very delivery `m` was acked here after a 2xx. */
   has(m: PulledMsg): boolean;
   /** By stream and sequence alone (the ordering gate, of a message it did not pull). */
   acked(stream: string, seq: number): boolean;
@@ -43,6 +45,10 @@ function identity(m: PulledMsg): number {
   return a * 0x200000 + (b & 0x1fffff);
 }
 
+/** The slot of `m` in its stream's table: by sequence; in a partition stream, by sequence and consumer. */
+const slotOf = (m: PulledMsg): number =>
+  (isPartitionStream(m.info.stream) ? m.seq ^ fnv(m.info.consumer, 0x811c9dc5) : m.seq) & (SLOTS - 1);
+
 export function createRecentAcks(): RecentAcks {
   const streams = new Map<string, Table>();
   const acked = (stream: string, seq: number) => streams.get(stream)?.seqs[seq & (SLOTS - 1)] === seq;
@@ -50,14 +56,15 @@ export function createRecentAcks(): RecentAcks {
     add(m) {
       let table = streams.get(m.info.stream);
       if (!table) streams.set(m.info.stream, (table = { seqs: new Float64Array(SLOTS), ids: new Float64Array(SLOTS) }));
-      const slot = m.seq & (SLOTS - 1);
+      const slot = slotOf(m);
       table.seqs[slot] = m.seq;
       table.ids[slot] = identity(m);
     },
     has(m) {
       const table = streams.get(m.info.stream);
-      const slot = m.seq & (SLOTS - 1);
-      return table?.seqs[slot] === m.seq && table.ids[slot] === identity(m);
+      if (!table) return false;
+      const slot = slotOf(m);
+      return table.seqs[slot] === m.seq && table.ids[slot] === identity(m);
     },
     acked,
   };
