@@ -6,11 +6,11 @@
 //
 // Every event is read, none is skipped: an event that does not parse, or names no subject, holds no row
 // (the router rejects the first kind, and erasure reads the rejected events on their own).
-import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM } from '../streams/events.ts';
 import type { IndexedEvent } from '../streams/erasure-index.ts';
 import { parseEvent, type EventLimits } from '../src/domain/event-data.ts';
-import { ORDERING_KEY_HEADER, orderingKeyOf } from '../src/domain/ordering-key.ts';
+import { orderingKeyOf } from '../src/domain/ordering-key.ts';
+import { orderingHeader } from '../src/nats/ordering-header.ts';
 import type { WebhookIdCodec } from '../src/domain/webhook-id.ts';
 import { subjectsOf, type SubjectHasher } from '../src/erasure/subject-hash.ts';
 import { insertIndexRows } from '../src/erasure/index-store.ts';
@@ -31,8 +31,7 @@ export interface EventIndexDeps {
 export function indexedEvent(deps: EventIndexDeps, m: StreamMessage): IndexedEvent[] {
   const parsed = parseEvent(m.subject, m.data, deps.limits);
   if (!parsed.ok) return [];
-  const header = m.headers?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.headers.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
-  const keyed = orderingKeyOf(parsed.type, parsed.data, header);
+  const keyed = orderingKeyOf(parsed.type, parsed.data, orderingHeader(m.headers));
   const subjects = subjectsOf(parsed.data, keyed.ok ? keyed.key : undefined);
   if (subjects.length === 0) return [];
   const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: deps.epochMs });

@@ -4,13 +4,13 @@
 // keyed by endpoint and webhook-id: a repeated advisory (it can repeat after a server restart) finds the
 // record already there. A backstop (backstop.ts) finds the deliveries whose advisory was lost.
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
-import { headers as natsHeaders, Match, type MsgHdrs } from '@nats-io/nats-core';
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ADVISORIES_STREAM, DEAD_LETTER_CONSUMER, parseAdvisory } from '../../streams/dead-letters.ts';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { consumerEndpoint, deliveryAddress, DeliveryHeader } from '../../streams/deliveries.ts';
 import { isPartitionStream, sourcedSeq } from '../../streams/events.ts';
-import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
+import { orderingHeader } from '../nats/ordering-header.ts';
 import type { DirectEvents } from '../delivery/direct-events.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import type { Logger } from '../log.ts';
@@ -64,7 +64,7 @@ function asDelivery(direct: { events: DirectEvents; shards: number }, endpoint: 
   header.set(DeliveryHeader.Tenant, copy.subject.split('.')[1]!);
   header.set(DeliveryHeader.Endpoint, endpoint);
   header.set(DeliveryHeader.EventSeq, String(eventSeq));
-  const key = copy.header.get(ORDERING_KEY_HEADER, Match.IgnoreCase);
+  const key = orderingHeader(copy.header);
   if (key) header.set(DeliveryHeader.OrderingKey, key);
   const traceparent = copy.header.get('traceparent');
   if (traceparent) header.set('traceparent', traceparent);

@@ -2,12 +2,12 @@
 // for an endpoint: its type, webhook-id and body, made once per event in this process and shared by every
 // endpoint of the tenant that takes it. An event the router refuses (it does not parse, its ordering key
 // or its delivery body does not fit) is never sent: the router writes it down as rejected.
-import { Match } from '@nats-io/nats-core';
 import { DELIVERY_MAX_BODY } from '../../streams/deliveries.ts';
 import { isPartitionStream, sourcedSeq } from '../../streams/events.ts';
 import { matchesAny, type EventName, type EventPattern } from '../domain/catalogue.ts';
 import { encodeDelivery, parseEvent, type EventLimits } from '../domain/event-data.ts';
-import { ORDERING_KEY_HEADER, orderingKeyOf } from '../domain/ordering-key.ts';
+import { orderingKeyOf } from '../domain/ordering-key.ts';
+import { orderingHeader } from '../nats/ordering-header.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
 
@@ -39,9 +39,7 @@ export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: 
   function make(seq: number, m: Pick<PulledMsg, 'subject' | 'data' | 'headers'>): DirectEvent | null {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
     if (!parsed.ok) return null;
-    // Any case, as the router reads it (src/router/ordering.ts).
-    const header = m.headers?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.headers.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
-    if (!orderingKeyOf(parsed.type, parsed.data, header).ok) return null;
+    if (!orderingKeyOf(parsed.type, parsed.data, orderingHeader(m.headers)).ok) return null;
     const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
     if (!encoded.ok) return null;
     return { event: parsed.type, webhookId: deps.webhookIds.encode({ seq, ms: deps.epochMs }), body: encoded.body };

@@ -13,7 +13,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { JetStreamApiCodes, type JetStreamManager } from '@nats-io/jetstream';
 import { messagesOf } from './by-subject.ts';
-import { Match } from '@nats-io/nats-core';
 import { EVENTS_STREAM, eventsStart, ROUTER_CONSUMER, routerFloor as routerFloorOf } from '../../streams/events.ts';
 import { drainFloor } from '../router/drains.ts';
 import { ATTEMPTS_STREAM, attemptSubject } from '../../streams/attempts.ts';
@@ -26,7 +25,7 @@ import { decodeIndexMessage } from '../../projections/erasure-index.ts';
 import { deleteSubjectIndexRows, subjectIndexRows, type IndexRow } from './index-store.ts';
 import { isApiError } from '../../streams/ensure.ts';
 import { parseEvent } from '../domain/event-data.ts';
-import { ORDERING_KEY_HEADER } from '../domain/ordering-key.ts';
+import { orderingHeader } from '../nats/ordering-header.ts';
 import { deleteDeadLetters, deleteSubjectDeadLetters, unhashedDeadLetters } from '../deadletter/store.ts';
 import { originalHeader } from '../deadletter/sealed-message.ts';
 import type { DeadLetterOpener } from '../admin/opener.ts';
@@ -134,7 +133,7 @@ export function createErasure(deps: {
       for await (const m of bySubject(EVENTS_STREAM, `events.${tenant}.>`, floor + 1, boundary)) {
         s.unrouted_events.scanned++;
         const parsed = parseEvent(m.subject, m.data, { maxBytes: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER });
-        const key = m.header?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? m.header.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
+        const key = orderingHeader(m.header);
         const match = parsed.ok ? carries(parsed.data, key, subject) : Buffer.from(m.data).toString('utf8').includes(quoted);
         if (!match) continue;
         events.add(m.seq);

@@ -1,6 +1,6 @@
 // Where the router puts a delivery of an ordered endpoint (issue 21): on its key's subject, with the key
 // in a header, when the endpoint has `ordering: key` and the event has a key; on the plain subject else.
-import { Match, type MsgHdrs } from '@nats-io/nats-core';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import { deliveryAddress, DeliveryHeader, keyedSubject, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { PublishRejectedError } from '../nats/acked-publisher.ts';
 import type { HeaderBlock } from '../nats/header-block.ts';
@@ -8,7 +8,8 @@ import type { KeyedQueueBound } from './keyed-bound.ts';
 import { Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EventName } from '../domain/catalogue.ts';
 import type { EventData } from '../domain/event-data.ts';
-import { ORDERING_KEY_HEADER, orderingKeyOf, orderingToken } from '../domain/ordering-key.ts';
+import { orderingKeyOf, orderingToken } from '../domain/ordering-key.ts';
+import { orderingHeader } from '../nats/ordering-header.ts';
 
 export interface EventOrdering {
   key: string;
@@ -20,8 +21,7 @@ export type EventOrderingResult = { ok: true; ordering: EventOrdering | undefine
 
 /** The ordering key of an event as the router read it: the producer's header (any case), or the data's. */
 export function eventOrdering(headers: MsgHdrs | undefined, tenant: string, type: EventName, data: EventData): EventOrderingResult {
-  const header = headers?.has(ORDERING_KEY_HEADER, Match.IgnoreCase) ? headers.get(ORDERING_KEY_HEADER, Match.IgnoreCase) : undefined;
-  const r = orderingKeyOf(type, data, header);
+  const r = orderingKeyOf(type, data, orderingHeader(headers));
   if (!r.ok) return r;
   return { ok: true, ordering: r.key === undefined ? undefined : { key: r.key, token: orderingToken(tenant, r.key) } };
 }
