@@ -15,6 +15,7 @@ import { ensureErasureIndexStream } from './erasure-index.ts';
 import { ensureAttemptLogStream } from './attempt-log.ts';
 import { ensureDataKeysStream } from './data-keys.ts';
 import { ensureRouterDrainsStream } from './router-drains.ts';
+import { ensureProducerIdsStream } from './producer-ids.ts';
 import { isHookstreamError, HookstreamError, ErrorCode, UnreachableError, describe } from '../src/errors.ts';
 import { TooFewServersError, type EnsureOptions } from './ensure.ts';
 
@@ -60,6 +61,7 @@ export async function ensureStreams(
       await ensureAttemptLogStream(jsm, o);
       await ensureDataKeysStream(jsm, o);
       await ensureRouterDrainsStream(jsm, o);
+      if (opts.direct) await ensureProducerIdsStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

@@ -179,6 +179,30 @@ test.serial('an endpoint\'s consumer follows its life: from its creation on, hel
   await eventually(async () => ((await directConsumer(id)) === null ? true : undefined), 10_000, 'its consumer deleted');
 });
 
+test.serial('a producer\'s retried publish (same Nats-Msg-Id, past EVENTS\' 100 ms window) is sent once to each endpoint; another tenant\'s same id is its own event', async (t) => {
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const [r1, r2, near] = [await h.receiver(), await h.receiver(), await h.receiver()];
+  for (const r of [r1, r2]) await h.store.create(TENANT, { url: r.url, events: ['organizationInvitation.created', 'organizationInvitation.revoked'] });
+  await h.store.create(NEIGHBOUR, { url: near.url, events: ['organizationInvitation.created', 'organizationInvitation.revoked'] });
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const invite = { organizationId: 'org_i', invitationId: 'inv_1' };
+  const first = await h.publish(TENANT, 'organizationInvitation.created', invite, { msgID: 'invite-1' });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const again = await h.publish(TENANT, 'organizationInvitation.created', invite, { msgID: 'invite-1' });
+  t.true(again.seq > first.seq && !again.duplicate, 'EVENTS stored it twice');
+  // Past EVENTS' window again, which every tenant shares.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const theirs = await h.publish(NEIGHBOUR, 'organizationInvitation.created', invite, { msgID: 'invite-1' });
+  const next = await h.publish(TENANT, 'organizationInvitation.revoked', invite, { msgID: 'invite-1-revoked' });
+  for (const r of [r1, r2]) await r.waitFor(2);
+  await near.waitFor(1);
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  for (const r of [r1, r2]) {
+    t.deepEqual(r.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(first.seq), await webhookIdOf(next.seq)], 'the first publish, once, then the next event');
+  }
+  t.deepEqual(near.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(theirs.seq)]);
+});
+
 test.serial('once on, it stays on: turning it off is refused at start-up with what to set', async (t) => {
   const e = await t.throwsAsync(h.restart(ENV));
   t.regex(e?.message ?? '', /HOOKSTREAM_DIRECT_DELIVERY: is 0 but direct delivery started at .*, which is fixed once set: set it to 1/);

@@ -24,6 +24,12 @@ import { createEndpoints } from '../src/endpoints/index.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import type { TenantId } from '../src/domain/ids.ts';
 import { MAX_DELIVERY_SHARDS } from '../streams/deliveries.ts';
+import { ensureProducerIdsStream, producerIdSubject } from '../streams/producer-ids.ts';
+import { createProducerClaims } from '../src/delivery/producer-claims.ts';
+import { scopedProducerId } from '../src/domain/producer-id.ts';
+import { createAckedPublisher } from '../src/nats/acked-publisher.ts';
+import { createNextBySubject } from '../src/nats/next-by-subject.ts';
+import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
 
 let PASSWORDS: { publisher: string; service: string; operator: string; admin: string };
 
@@ -190,6 +196,21 @@ test.serial('`hookstream events publish` works with the publisher credential, as
   t.is((JSON.parse(run.stdout) as { stream: string }).stream, 'EVENTS');
   const [got] = await rc.waitFor(1);
   t.deepEqual(JSON.parse(got!.body), { type: 'user.created', data: { userId: 'user_cli' } });
+});
+
+test.serial('the service user claims producer ids (direct delivery\'s PRODUCER_IDS stream); the publisher cannot', async (t) => {
+  const nc = await connect({ servers: nats.url, user: 'service', pass: PASSWORDS.service, inboxPrefix: SERVICE_INBOX_PREFIX });
+  const acked = createAckedPublisher(nc, { timeoutMs: 5000, inboxPrefix: SERVICE_INBOX_PREFIX });
+  const reads = createNextBySubject(nc, { timeoutMs: 5000, inboxPrefix: SERVICE_INBOX_PREFIX });
+  t.teardown(async () => { acked.close(); reads.close(); await nc.close(); });
+  await ensureProducerIdsStream(await jetstreamManager(nc));
+  const warned: string[] = [];
+  const claims = createProducerClaims({ publisher: acked, reads, log: createLogger({ write: (l) => void warned.push(l) }) });
+  const id = scopedProducerId('tenant_perm', 'order-1');
+  t.is(await claims.holder(id, 7), 7);
+  t.is(await createProducerClaims({ publisher: acked, reads, log: createLogger({ write: (l) => void warned.push(l) }) }).holder(id, 9), 7, 'read back from the mark');
+  t.deepEqual(warned, [], 'claimed, not sent for want of a claim');
+  t.truthy(await refused(jetstream(publisher).publish(producerIdSubject(id), '', { timeout: 5000 })), 'a producer cannot claim an id');
 });
 
 test('the publisher cannot reach admin.>', async (t) => {

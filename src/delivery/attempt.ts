@@ -29,7 +29,8 @@ import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
 import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
 import type { Span } from '@opentelemetry/api';
 import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
-import type { DirectEvents } from './direct-events.ts';
+import type { DirectEvent, DirectEvents } from './direct-events.ts';
+import type { ProducerClaims } from './producer-claims.ts';
 
 export type BodyOpener = Pick<DataKeys, 'open'>;
 
@@ -113,6 +114,8 @@ export function createAttempts(deps: {
   bodies?: BodyOpener | undefined;
   /** Direct delivery: copies of events read from the partition streams (src/delivery/direct-events.ts). */
   direct?: DirectEvents | undefined;
+  /** Direct delivery: which event holds a producer id (src/delivery/producer-claims.ts). */
+  claims?: ProducerClaims | undefined;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -157,8 +160,13 @@ export function createAttempts(deps: {
     }
   }
 
-  /** Before sending: whether the endpoint still takes this message, and what to send. */
-  function prepare(endpointId: EndpointId, m: PulledMsg): Prepared {
+  function duplicate(endpointId: EndpointId, e: DirectEvent, holder: number): Prepared {
+    log.debug('event dropped: a retried publish of an earlier event (same producer id)', { endpoint: endpointId, seq: e.seq, webhook_id: e.webhookId, first_seq: holder });
+    return { fate: 'ack' };
+  }
+
+  /** Before sending: whether the endpoint still takes this message, and what to send (once a producer id is checked, with direct delivery). */
+  function prepare(endpointId: EndpointId, m: PulledMsg): Prepared | Promise<Prepared> {
     const state = directory.get(endpointId);
     // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
     // again after a restore.
@@ -169,7 +177,13 @@ export function createAttempts(deps: {
       // An event the endpoint does not take, or one the router refuses: nothing to send.
       if (!deps.direct.taken(m, state)) return { fate: 'ack' };
       const e = deps.direct.of(m);
-      return e ? { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body } : { fate: 'ack' };
+      if (!e) return { fate: 'ack' };
+      const send: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
+      if (e.producerId === undefined || !deps.claims) return send;
+      // A producer's retried publish of an event the endpoint gets (or got) is acked unsent.
+      const holder = deps.claims.holder(e.producerId, e.seq);
+      const fate = (h: number): Prepared => (h === e.seq ? send : duplicate(endpointId, e, h));
+      return typeof holder === 'number' ? fate(holder) : holder.then(fate);
     }
     if (routedBeforeRestore(state, m)) {
       // The router routed it before it learned of a delete, and it was stored after the delete's purge.
@@ -206,9 +220,12 @@ export function createAttempts(deps: {
 
   /** Prepared, then sent (traced or not), or settled at once (undefined). */
   function settle(lane: AttemptLane, tracked: InFlight, release: () => void): Promise<void> | undefined {
-    const endpointId = lane.id;
+    const prepared = prepare(lane.id, tracked.msg);
+    return prepared instanceof Promise ? prepared.then((p) => settleAs(lane, tracked, release, p)) : settleAs(lane, tracked, release, prepared);
+  }
+
+  function settleAs(lane: AttemptLane, tracked: InFlight, release: () => void, prepared: Prepared): Promise<void> | undefined {
     const m = tracked.msg;
-    const prepared = prepare(endpointId, m);
     if (prepared.fate === 'hold') return;
     if (prepared.fate === 'ack') return void m.ack();
     if (prepared.fate === 'term') return void m.term();

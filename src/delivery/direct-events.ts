@@ -8,13 +8,18 @@ import { matchesAny, type EventName, type EventPattern } from '../domain/catalog
 import { encodeDelivery, parseEvent, type EventLimits } from '../domain/event-data.ts';
 import { orderingKeyOf } from '../domain/ordering-key.ts';
 import { orderingHeader } from '../nats/ordering-header.ts';
+import { MSG_ID_HEADER, scopedProducerId } from '../domain/producer-id.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
 
 export interface DirectEvent {
+  /** Its EVENTS sequence. */
+  seq: number;
   event: EventName;
   webhookId: string;
   body: Buffer;
+  /** The producer's Nats-Msg-Id scoped to the tenant, when it set one (src/delivery/producer-claims.ts). */
+  producerId?: string;
 }
 
 export interface DirectEvents {
@@ -42,7 +47,11 @@ export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: 
     if (!orderingKeyOf(parsed.type, parsed.data, orderingHeader(m.headers)).ok) return null;
     const encoded = encodeDelivery(parsed.type, parsed.data, DELIVERY_MAX_BODY);
     if (!encoded.ok) return null;
-    return { event: parsed.type, webhookId: deps.webhookIds.encode({ seq, ms: deps.epochMs }), body: encoded.body };
+    const producerId = m.headers?.get(MSG_ID_HEADER);
+    return {
+      seq, event: parsed.type, webhookId: deps.webhookIds.encode({ seq, ms: deps.epochMs }), body: encoded.body,
+      ...(producerId ? { producerId: scopedProducerId(parsed.tenant, producerId) } : {}),
+    };
   }
 
   return {

@@ -2,15 +2,12 @@
 // JetStream deduplicates by Nats-Msg-Id per stream, across every tenant, so EVENTS keeps only the 100 ms
 // minimum window (one tenant's id must not drop another's event) and the router scopes the producer's id
 // to its tenant here: the DELIVERIES streams' 2-minute window then drops a retried publish's second copy.
-import { createHash } from 'node:crypto';
-
-/** Nats-Msg-Id, the header JetStream deduplicates publishes by. */
-export const MSG_ID_HEADER = 'Nats-Msg-Id';
+import { scopedProducerId } from '../domain/producer-id.ts';
 
 /**
  * `<tenant-scoped producer id>.<endpoint>` when the producer set a Nats-Msg-Id (a retried publish stored
  * twice in EVENTS then fans out once), else `<webhook-id>.<endpoint>` (a re-routed event fans out once).
- * The producer's id is hashed: it may hold any characters and be long, and the hash keeps it to 22.
+ * The producer's id is scoped to its tenant and hashed (src/domain/producer-id.ts).
  */
 export function fanOutMsgId(tenant: string, producerMsgId: string | undefined, webhookId: string, endpointId: string): string {
   return `${fanOutMsgIdPrefix(tenant, producerMsgId, webhookId)}.${endpointId}`;
@@ -18,6 +15,5 @@ export function fanOutMsgId(tenant: string, producerMsgId: string | undefined, w
 
 /** What comes before `.<endpoint>` in every fan-out publish of one event: hashed once per event, not per endpoint. */
 export function fanOutMsgIdPrefix(tenant: string, producerMsgId: string | undefined, webhookId: string): string {
-  if (!producerMsgId) return webhookId;
-  return createHash('sha256').update(`${tenant}\n${producerMsgId}`).digest().subarray(0, 16).toString('base64url');
+  return producerMsgId ? scopedProducerId(tenant, producerMsgId) : webhookId;
 }

@@ -27,7 +27,8 @@ import { PublishRejectedError, type AckedPublisher } from '../nats/acked-publish
 import type { OpsEvents } from '../ops/events.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { WebhookIdCodec } from '../domain/webhook-id.ts';
-import { fanOutMsgIdPrefix, MSG_ID_HEADER } from './dedupe.ts';
+import { fanOutMsgIdPrefix } from './dedupe.ts';
+import { MSG_ID_HEADER } from '../domain/producer-id.ts';
 import { HeaderBlock } from '../nats/header-block.ts';
 import { SERVICE_INBOX_PREFIX } from '../nats/connect.ts';
 import { createVerdicts, exceptionDetail, isEventsFault, LAST_ROUTING_DELIVERY } from './verdict.ts';
