@@ -84,7 +84,12 @@ export function sourcedSeq(h: MsgHdrs | undefined): number | undefined {
  * the transform and the partition streams too. The partition streams come first, so none misses an event
  * (each source reads EVENTS from its start).
  */
-export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions, partitions = 0, direct = false): Promise<void> {
+/**
+ * EVENTS, its router consumer and, with `partitions`, the partition streams. `direct`: direct delivery is
+ * on, and the partition streams keep each copy `retentionMs` (HOOKSTREAM_QUEUE_RETENTION): an endpoint's
+ * place in them is its queue, which must hold a disabled endpoint's events as long as a work queue does.
+ */
+export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOptions, partitions = 0, direct?: { retentionMs: number }): Promise<void> {
   let current: StreamConfig | undefined;
   try {
     current = (await jsm.streams.info(EVENTS_STREAM)).config;
@@ -106,8 +111,9 @@ export async function ensureEventsStream(jsm: JetStreamManager, opts?: EnsureOpt
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
-      // As long as EVENTS; no max_msg_size (EVENTS bounds the events, the copy adds its source header).
-      max_age: nanos(EVENTS_MAX_AGE_MS),
+      // As long as EVENTS, or a queued delivery with direct delivery; no max_msg_size (EVENTS bounds the
+      // events, the copy adds its source header).
+      max_age: nanos(direct?.retentionMs ?? EVENTS_MAX_AGE_MS),
       duplicate_window: nanos(100),
       // With direct delivery, one consumer per endpoint of the partition's tenants (2.15 caps a stream at
       // 1,000 unless it says otherwise; streams/deliveries.ts).

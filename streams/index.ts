@@ -3,7 +3,7 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ensureEventsStream } from './events.ts';
 import { ensureEndpointsStream } from './endpoints.ts';
-import { ensureDeliveryStreams } from './deliveries.ts';
+import { ensureDeliveryStreams, QUEUE_RETENTION_MS } from './deliveries.ts';
 import { ensureDeadLetterStream } from './dead-letters.ts';
 import { ensureAttemptsStream } from './attempts.ts';
 import { ensureRejectedStream } from './rejected.ts';
@@ -48,7 +48,7 @@ export async function ensureStreams(
   for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
     try {
       await ensureEndpointsStream(jsm, o);
-      await ensureEventsStream(jsm, o, opts.partitions, opts.direct);
+      await ensureEventsStream(jsm, o, opts.partitions, opts.direct ? { retentionMs: opts.queueRetentionMs ?? QUEUE_RETENTION_MS } : undefined);
       await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o, opts.queueRetentionMs);
       await ensureDeadLetterStream(jsm, opts.shards, o, opts.direct ? opts.partitions : 0);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);

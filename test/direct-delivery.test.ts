@@ -4,6 +4,7 @@
 // has one webhook-id on both paths, retries end in a dead letter that is shown and replayed, erasure
 // reaches the attempts, and an endpoint's consumer follows its life (created, disabled, restored, deleted).
 import test from 'ava';
+import { nanos } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import type { Receiver } from './helpers/receiver.ts';
@@ -201,6 +202,25 @@ test.serial('a producer\'s retried publish (same Nats-Msg-Id, past EVENTS\' 100 
     t.deepEqual(r.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(first.seq), await webhookIdOf(next.seq)], 'the first publish, once, then the next event');
   }
   t.deepEqual(near.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(theirs.seq)]);
+});
+
+test.serial('a held event lives as long as a queued delivery (HOOKSTREAM_QUEUE_RETENTION): it expires unsent, and a restore sends only what came after', async (t) => {
+  // Longer than the retry schedule's attempts (200 ms, 400 ms, three of 1 s), as start-up asks.
+  await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1', HOOKSTREAM_QUEUE_RETENTION: '4s', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s' });
+  t.is((await h.service.jsm.streams.info(STREAM)).config.max_age, nanos(4000), 'the partition stream keeps a copy as long as a work queue a delivery');
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const r = await h.receiver();
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['user.banned'] })).endpoint.id;
+  await eventually(async () => (await directConsumer(id)) ?? undefined, 10_000, 'its consumer');
+  await h.store.disable(id, DisabledReason.Operator);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await h.publish(TENANT, 'user.banned', { userId: 'user_expired' });
+  await eventually(async () => ((await h.service.jsm.streams.info(STREAM)).state.messages === 0 ? true : undefined), 15_000, 'the held copy expired');
+  await h.store.restore(TENANT, id);
+  await h.publish(TENANT, 'user.banned', { userId: 'user_fresh' });
+  await r.waitFor(1);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.deepEqual(r.received.map((x) => (JSON.parse(x.body) as { data: { userId: string } }).data.userId), ['user_fresh']);
 });
 
 test.serial('once on, it stays on: turning it off is refused at start-up with what to set', async (t) => {
