@@ -204,6 +204,32 @@ test.serial('a producer\'s retried publish (same Nats-Msg-Id, past EVENTS\' 100 
   t.deepEqual(near.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(theirs.seq)]);
 });
 
+test.serial('made ordered: what was stored before the switch comes through its direct consumer, what came after through the router\'s queue, in order; each once, none lost at the switch', async (t) => {
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const r = await h.receiver();
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['organizationMembership.updated'] })).endpoint.id;
+  await eventually(async () => (await directConsumer(id)) ?? undefined, 10_000, 'its consumer');
+  const userOf = (x: { body: string }) => (JSON.parse(x.body) as { data: { userId: string } }).data.userId;
+  const publish = (i: number) => h.publish(TENANT, 'organizationMembership.updated', { userId: `user_s${i}`, organizationId: 'org_switch' });
+  await publish(0);
+  await r.waitFor(1);
+  // Publishes going on while the switch is stored: each is sent whichever side takes it.
+  const racing = Promise.all(Array.from({ length: 30 }, (_, i) => publish(1 + i)));
+  await h.store.update(TENANT, id, { ordering: Ordering.Key });
+  await racing;
+  // The delivery role knows it is ordered (it made the keyed consumer); past the switch's slack.
+  await eventually(async () => h.service.jsm.consumers.info(queueOf(id), `${id}-key`).catch(() => undefined), 10_000, 'its keyed consumer');
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const after: string[] = [];
+  for (let i = 31; i < 36; i++) after.push(await webhookIdOf((await publish(i)).seq));
+  await eventually(async () => (new Set(r.received.map(userOf)).size === 36 ? true : undefined), 30_000, 'every event');
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const got = r.received.map((x) => String(x.headers['webhook-id']));
+  t.deepEqual(got.filter((w) => after.includes(w)), after, 'those stored after the switch: once each, in order');
+  t.true(await handedOut(queueOf(id), `${id}-key`) >= after.length, 'through the router\'s queue');
+  t.true(got.length - 36 <= 30, `only events published at the switch may go out twice (${got.length - 36} did)`);
+});
+
 test.serial('a held event lives as long as a queued delivery (HOOKSTREAM_QUEUE_RETENTION): it expires unsent, and a restore sends only what came after', async (t) => {
   // Longer than the retry schedule's attempts (200 ms, 400 ms, three of 1 s), as start-up asks.
   await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1', HOOKSTREAM_QUEUE_RETENTION: '4s', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s' });

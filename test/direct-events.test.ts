@@ -7,6 +7,10 @@ import { headers as natsHeaders } from '@nats-io/nats-core';
 import { createDirectEvents } from '../src/delivery/direct-events.ts';
 import { createWebhookIdCodec } from '../src/domain/webhook-id.ts';
 import { DEFAULT_EVENT_LIMITS } from '../src/domain/event-data.ts';
+import { scopedProducerId } from '../src/domain/producer-id.ts';
+import { applyEndpointEvent, Ordering } from '../src/domain/endpoint.ts';
+import type { EndpointId, TenantId } from '../src/domain/ids.ts';
+import { stateToRow } from '../src/db/endpoint-rows.ts';
 
 const webhookIds = createWebhookIdCodec(randomBytes(16));
 const EPOCH = Date.parse('2026-11-29T00:00:00Z');
@@ -46,4 +50,28 @@ test('the body and webhook-id are the router\'s, made once per event; an event t
   const noSource = copy(46, 'events.t_a.2.user.updated', { userId: 'user_1' });
   noSource.headers.delete('Nats-Stream-Source');
   t.is(direct.of(noSource), undefined, 'not a copy nats-server made');
+});
+
+test('a copy names the producer\'s id scoped to its tenant, and no id when the producer set none', (t) => {
+  const tenant = 'tenant_d';
+  const withId = direct.of(copy(301, `events.${tenant}.2.user.created`, { userId: 'user_1' }, { 'Nats-Msg-Id': 'order-9' }));
+  t.is(withId?.producerId, scopedProducerId(tenant, 'order-9'));
+  t.not(withId?.producerId, scopedProducerId('tenant_e', 'order-9'));
+  t.is(withId?.seq, 301);
+  t.is(direct.of(copy(302, `events.${tenant}.2.user.created`, { userId: 'user_1' }))?.producerId, undefined);
+});
+
+test('the fold names the ENDPOINTS event that made an endpoint ordered (direct delivery cuts there), and no later one', (t) => {
+  const id = 'webhook_01jorder' as EndpointId;
+  const at = '2026-01-01T00:00:00.000Z';
+  let s = applyEndpointEvent(undefined, { v: 1, type: 'endpoint.created', id, tenant: 't' as TenantId, url: 'https://a.example.com', events: ['*'], description: null, secret: 's', at }, 1);
+  t.is(s.orderedSince, undefined);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.Key, at }, 2);
+  t.is(s.orderedSince, 2);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, url: 'https://b.example.com', ordering: Ordering.Key, at }, 3);
+  t.is(s.orderedSince, 2, 'still ordered: the switch stays where it was');
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.None, at }, 4);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.Key, at }, 5);
+  t.is(s.orderedSince, 5);
+  t.false('orderedSince' in stateToRow(s), 'not a column of the projection');
 });

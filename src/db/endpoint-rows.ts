@@ -5,9 +5,9 @@ import type { EndpointRecord } from './entities.ts';
 
 /**
  * An endpoint as the projection holds it: the fold's state without secrets (they never reach Postgres)
- * and without activeSince (only the delivery role needs it, from the stream).
+ * and without activeSince and orderedSince (only the delivery role needs them, from the stream).
  */
-export type EndpointRow = Omit<EndpointState, 'secrets' | 'activeSince'>;
+export type EndpointRow = Omit<EndpointState, 'secrets' | 'activeSince' | 'orderedSince'>;
 
 export function recordToRow(r: EndpointRecord): EndpointRow {
   return {
@@ -74,6 +74,6 @@ export function columnsToRow(c: EndpointColumns): EndpointRow {
 export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
 
 export function stateToRow(state: EndpointState): EndpointRow {
-  const { secrets: _ignored, activeSince: _alsoIgnored, eventsSince: _norThis, ...row } = state;
+  const { secrets: _ignored, activeSince: _alsoIgnored, orderedSince: _either, eventsSince: _norThis, ...row } = state;
   return row;
 }

@@ -4,7 +4,7 @@
 // attempt: a plain nak, so the server raises the max-deliveries advisory at once and a dead letter follows).
 import { DeliveryHeader } from '../../streams/deliveries.ts';
 import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
-import { EndpointStatus, liveSecrets, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
+import { EndpointStatus, liveSecrets, Ordering, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
 import { signingKeyFor, type SigningKey } from '../domain/signature.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
@@ -31,6 +31,7 @@ import type { Span } from '@opentelemetry/api';
 import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 import type { DirectEvent, DirectEvents } from './direct-events.ts';
 import type { ProducerClaims } from './producer-claims.ts';
+import type { OrderingCutoffs } from './ordering-cutoffs.ts';
 
 export type BodyOpener = Pick<DataKeys, 'open'>;
 
@@ -78,6 +79,9 @@ export function routedBeforeRestore(state: Pick<EndpointState, 'activeSince'>, m
 
 const FAILURE_WARNING_INTERVAL_MS = 5 * 60_000;
 const SETTLED = Promise.resolve();
+const ACK = { fate: 'ack' } as const;
+/** `f` of a value known now or later: a promise only when it is one. */
+const then = <T, U>(v: T | Promise<T>, f: (x: T) => U | Promise<U>): U | Promise<U> => (v instanceof Promise ? v.then(f) : f(v));
 
 type Prepared =
   | { fate: 'hold' }
@@ -116,6 +120,8 @@ export function createAttempts(deps: {
   direct?: DirectEvents | undefined;
   /** Direct delivery: which event holds a producer id (src/delivery/producer-claims.ts). */
   claims?: ProducerClaims | undefined;
+  /** Direct delivery: what an endpoint made ordered still sends directly (src/delivery/ordering-cutoffs.ts). */
+  cutoffs?: OrderingCutoffs | undefined;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -160,9 +166,26 @@ export function createAttempts(deps: {
     }
   }
 
+  /** A partition stream's copy of an event (direct delivery): what to send, or nothing (acked unsent). */
+  function prepareDirect(endpointId: EndpointId, state: EndpointState, direct: DirectEvents, m: PulledMsg): Prepared | Promise<Prepared> {
+    // An event the endpoint does not take, or one the router refuses.
+    if (!direct.taken(m, state)) return ACK;
+    const e = direct.of(m);
+    if (!e) return ACK;
+    const send: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
+    // Made ordered since: what was stored from the switch on is the router's (ordering-cutoffs.ts).
+    const ours = state.ordering === Ordering.Key && deps.cutoffs ? deps.cutoffs.sendsDirect(state, e.seq) : true;
+    return then(ours, (yes) => {
+      if (!yes) return ACK;
+      if (e.producerId === undefined || !deps.claims) return send;
+      // A producer's retried publish of an event the endpoint gets (or got).
+      return then(deps.claims.holder(e.producerId, e.seq), (h) => (h === e.seq ? send : duplicate(endpointId, e, h)));
+    });
+  }
+
   function duplicate(endpointId: EndpointId, e: DirectEvent, holder: number): Prepared {
     log.debug('event dropped: a retried publish of an earlier event (same producer id)', { endpoint: endpointId, seq: e.seq, webhook_id: e.webhookId, first_seq: holder });
-    return { fate: 'ack' };
+    return ACK;
   }
 
   /** Before sending: whether the endpoint still takes this message, and what to send (once a producer id is checked, with direct delivery). */
@@ -172,25 +195,14 @@ export function createAttempts(deps: {
     // again after a restore.
     if (state?.status === EndpointStatus.Disabled || deps.health?.holds(endpointId)) return { fate: 'hold' };
     // A deleted endpoint gets nothing more.
-    if (!state || state.status !== EndpointStatus.Active) return { fate: 'ack' };
-    if (deps.direct?.is(m)) {
-      // An event the endpoint does not take, or one the router refuses: nothing to send.
-      if (!deps.direct.taken(m, state)) return { fate: 'ack' };
-      const e = deps.direct.of(m);
-      if (!e) return { fate: 'ack' };
-      const send: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
-      if (e.producerId === undefined || !deps.claims) return send;
-      // A producer's retried publish of an event the endpoint gets (or got) is acked unsent.
-      const holder = deps.claims.holder(e.producerId, e.seq);
-      const fate = (h: number): Prepared => (h === e.seq ? send : duplicate(endpointId, e, h));
-      return typeof holder === 'number' ? fate(holder) : holder.then(fate);
-    }
+    if (!state || state.status !== EndpointStatus.Active) return ACK;
+    if (deps.direct?.is(m)) return prepareDirect(endpointId, state, deps.direct, m);
     if (routedBeforeRestore(state, m)) {
       // The router routed it before it learned of a delete, and it was stored after the delete's purge.
       log.info('delivery routed before the endpoint was deleted; dropped', {
         endpoint: endpointId, webhook_id: m.headers?.get(DeliveryHeader.WebhookId), seq: m.seq,
       });
-      return { fate: 'ack' };
+      return ACK;
     }
     const webhookId = m.headers?.get(DeliveryHeader.WebhookId);
     const event = m.headers?.get(DeliveryHeader.Event);

@@ -26,6 +26,7 @@ import { createPullFeeds } from '../nats/pull-feed.ts';
 import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from './attempt.ts';
 import type { DirectEvents } from './direct-events.ts';
 import { createProducerClaims } from './producer-claims.ts';
+import { createOrderingCutoffs } from './ordering-cutoffs.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import { HeldMessages, startSweep } from './in-flight.ts';
@@ -109,6 +110,7 @@ export async function startDelivery(deps: {
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
     stored, recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies, direct: deps.directEvents,
     claims: deps.directEvents && createProducerClaims({ publisher: deps.publisher, reads: heads, log }),
+    cutoffs: deps.directEvents && createOrderingCutoffs({ jsm: deps.jsm }),
   });
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({

@@ -97,6 +97,12 @@ export interface EndpointState {
    * Set by the fold; absent in Postgres rows, which never need it.
    */
   activeSince?: number;
+  /**
+   * Stream sequence of the event that last switched it to `ordering: key` from none: with direct delivery,
+   * its direct consumer sends only what was stored before that event (src/delivery/ordering-cutoffs.ts).
+   * Set by the fold.
+   */
+  orderedSince?: number;
   /** Events applied since its creation or its last compaction (the command side compacts on it). */
   eventsSince?: number;
 }
@@ -130,6 +136,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       if (event.description !== undefined) next.description = event.description;
       if (event.rate_limit !== undefined) next.rateLimit = event.rate_limit;
       if (event.ordering !== undefined) next.ordering = event.ordering;
+      if (next.ordering === Ordering.Key && state.ordering !== Ordering.Key) next.orderedSince = seq;
       return next;
     case 'endpoint.disabled':
       if (!isDisabledReason(event.reason)) throw new Error(`endpoint.disabled for ${event.id} has no valid reason`);
