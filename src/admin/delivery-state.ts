@@ -8,7 +8,7 @@
 //   4. EVENTS: the webhook-id decrypts to the event's stream sequence (src/domain/webhook-id.ts); the event tells tenant and type, and
 //      the router's ack floor tells whether it was routed yet
 //   5. with direct delivery (streams/direct.ts), for an event stored since it started, neither queued nor
-//      a dead letter: the endpoint's consumer of its partition stream, from the event's copy there
+//      a dead letter, and an endpoint without ordering: the endpoint's consumer of its partition stream, from the event's copy there
 //      (src/erasure/partition-copies.ts) against the consumer's delivered sequence and ack floor. That
 //      copy counts as queued ("held") until the floor passes it: not handed out yet, or handed out and
 //      not acked (a copy acked ahead of an earlier one still held is held until the floor passes it)
@@ -17,13 +17,14 @@
 //   queued, failures since it was queued         → retrying  (next_attempt_at from the last failure;
 //                                                   waiting_on retry_after when the endpoint's Retry-After set it)
 //   queued, rate-limited endpoint, window full   → pending, waiting_on rate_limit
+//   held by the direct consumer, no dead letter  → as queued (pending, retrying, rate_limit; from ATTEMPTS), and
+//                                                   pending while its copy or its consumer is not made yet
 //   not queued, dead letter `dead`               → dead
 //   not queued, dead letter `replayed`           → acknowledged (the replay left the queue alive)
 //   not queued, last record a refusal            → dropped   (the endpoint's queue was full, issue 17)
 //   not queued, failures recorded                → acknowledged (a later attempt got a 2xx)
-//   held by the direct consumer                  → as queued: pending, retrying (from ATTEMPTS), or
-//                                                   pending while the copy is not made or the consumer is not
-//   direct consumer's floor past the copy        → acknowledged (at the first attempt when nothing failed)
+//   direct consumer's floor past the copy,
+//     nothing failed                             → acknowledged at the first attempt
 //   not queued, nothing failed, event routed and
 //     the endpoint subscribes to it              → acknowledged at the first attempt
 //   event not routed yet and it matches          → pending
@@ -33,7 +34,8 @@
 // message, so a message missing from the queue is always already in dead_letters when we look. A dead
 // copy stays in its partition stream, so a dead letter is looked at before the direct consumer.
 // The direct consumer's start (it reads from its endpoint's creation or restore on) decides whether it
-// reads the copy at all; an event it never reads is left to the reasoning above it (created later...).
+// reads the copy at all; a copy stored before it is left to the rows after it (the endpoint was created
+// after the event).
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jetstream';
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
@@ -124,21 +126,19 @@ export function createDeliveryStates(deps: {
 
   /**
    * The event's copy as the endpoint's direct consumer has it; undefined when that consumer does not read
-   * it: no direct delivery, an event from before it started or not the endpoint's, an ordered or deleted
-   * endpoint without one, a copy stored before the consumer's start (the endpoint was created or restored
-   * later).
+   * it: no direct delivery, an event from before it started or not the endpoint's, an ordered endpoint
+   * (the router queues its events; a direct consumer it still has is draining what it held before) or a
+   * deleted one, a copy stored before the consumer's start (the endpoint was created or restored later).
    */
   async function directCopy(endpoint: EndpointState | undefined, event: ShownEvent | undefined): Promise<DirectCopy | undefined> {
-    if (directPartitions === 0 || !endpoint || !event?.direct || endpoint.status === EndpointStatus.Deleted) return undefined;
+    if (directPartitions === 0 || !endpoint || !event?.direct) return undefined;
+    if (endpoint.status === EndpointStatus.Deleted || endpoint.ordering === Ordering.Key) return undefined;
     if (event.tenant !== endpoint.tenant || !isEventName(event.type) || !matchesAny(endpoint.events, event.type)) return undefined;
     const { stream } = directAddress(endpoint, directPartitions);
     const [copy] = await partitionCopies(jsm, directPartitions, event.tenant)!.find([event.seq]);
     const ci = await directConsumerInfo(jsm, endpoint, directPartitions);
-    if (!ci) {
-      // An ordered endpoint's events are queued; an unordered one's wait for a delivery instance to make its consumer.
-      return endpoint.ordering === Ordering.Key ? undefined
-        : { kind: 'held', where: `waiting for the endpoint's consumer of ${stream} (direct delivery), not made yet`, at: null };
-    }
+    // Its events wait for a delivery instance to make its consumer (from the endpoint's creation on).
+    if (!ci) return { kind: 'held', where: `waiting for the endpoint's consumer of ${stream} (direct delivery), not made yet`, at: null };
     if (copy === undefined) return { kind: 'held', where: `not yet copied into ${stream} (direct delivery)`, at: null };
     const start = Date.parse(ci.config.opt_start_time ?? '');
     const stored = Number.isFinite(start) ? await jsm.streams.getMessage(stream, { seq: copy }) : undefined;
