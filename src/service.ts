@@ -184,7 +184,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     let router: Router | undefined;
     const supervisor = createRoleSupervisor({ log, restarts: metrics.roleRestarts });
     const ops = createServiceOps({
-      nc, jsm, orm, metrics, shards: config.deliveryShards, partitions: config.eventPartitions, checkProjection: roles.has('api'), roles: supervisor.down,
+      nc, jsm, orm, metrics, shards: config.deliveryShards, partitions: config.eventPartitions, direct: config.directDelivery,
+      checkProjection: roles.has('api'), roles: supervisor.down,
       // The backlog gauges once per process: the half that delivers lists them.
       backlog: opts.half !== 'api',
       ...(roles.has('router') || roles.has('delivery') ? { directory: () => directory } : {}),
@@ -351,7 +352,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (roles.has('admin') && orm && webhookIds && deadLetterTags && subjectHasher) {
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
-        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, partitions: config.eventPartitions, webhookIds, subjectHasher,
+        previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, partitions: config.eventPartitions,
+        direct: config.directDelivery, webhookIds, subjectHasher,
         endpointStore: endpoints?.store, bodies: dataKeys,
         log: log.child({ role: 'admin' }), metrics,
       });

@@ -127,19 +127,35 @@ export async function endpointBacklog(jsm: JetStreamManager, endpointId: string,
   return { pending: found.reduce((n, ci) => n + ci.num_pending, 0), ack_pending: found.reduce((n, ci) => n + ci.num_ack_pending, 0) };
 }
 
-/** Every endpoint's backlog, one listing per stream, an ordered endpoint's two consumers added up. */
-export async function listEndpointBacklogs(jsm: JetStreamManager, shards: number): Promise<{ endpoint: string; pending: number; ack_pending: number }[]> {
-  const out = new Map<string, { endpoint: string; pending: number; ack_pending: number }>();
-  for (let shard = 0; shard < shards; shard++) {
-    for await (const ci of listConsumers(jsm, deliveryStream(shard))) {
-      const { endpoint } = consumerEndpoint(ci.name);
+/** An endpoint's backlog on some of its consumers: messages not yet handed out, and those in flight or waiting for a retry. */
+export type EndpointBacklogCount = { endpoint: string; pending: number; ack_pending: number };
+
+/** Backlogs of the same endpoints' consumers, wherever they are, added up: one entry per endpoint. */
+export function sumBacklogs(...lists: readonly EndpointBacklogCount[][]): EndpointBacklogCount[] {
+  const out = new Map<string, EndpointBacklogCount>();
+  for (const list of lists) {
+    for (const { endpoint, pending, ack_pending } of list) {
       const b = out.get(endpoint) ?? { endpoint, pending: 0, ack_pending: 0 };
-      b.pending += ci.num_pending;
-      b.ack_pending += ci.num_ack_pending;
+      b.pending += pending;
+      b.ack_pending += ack_pending;
       out.set(endpoint, b);
     }
   }
   return [...out.values()];
+}
+
+/**
+ * Every endpoint's backlog on the delivery streams, one listing per stream, an ordered endpoint's two
+ * consumers added up. With direct delivery, add listDirectBacklogs (streams/direct.ts).
+ */
+export async function listEndpointBacklogs(jsm: JetStreamManager, shards: number): Promise<EndpointBacklogCount[]> {
+  const out: EndpointBacklogCount[] = [];
+  for (let shard = 0; shard < shards; shard++) {
+    for await (const ci of listConsumers(jsm, deliveryStream(shard))) {
+      out.push({ endpoint: consumerEndpoint(ci.name).endpoint, pending: ci.num_pending, ack_pending: ci.num_ack_pending });
+    }
+  }
+  return sumBacklogs(out);
 }
 
 /** Whether `subject` is one of the endpoint's delivery subjects, plain or per key. */

@@ -8,13 +8,15 @@
 // endpoints takes some of its types (10 endpoints, one type each), a filter of all the tenant's events
 // cost nats-server 170-190 µs per delivery against 65-95 µs for the router's queues (`npm run bench --
 // --only one`, 2.10.27), each event handed to and acked by every endpoint.
-import { AckPolicy, DeliverPolicy, JetStreamApiCodes, type ConsumerConfig, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, JetStreamApiCodes, type ConsumerConfig, type ConsumerInfo, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { tenantPartition } from '../src/domain/partition.ts';
 import type { EventPattern } from '../src/domain/catalogue.ts';
+import { isEndpointId } from '../src/domain/ids.ts';
+import type { EndpointBacklogCount } from './deliveries.ts';
 import { ENDPOINTS_STREAM } from './endpoints.ts';
 import { partitionStream } from './events.ts';
-import { ApiCode, isApiError, type DurableDefinition } from './ensure.ts';
+import { ApiCode, isApiError, listConsumers, type DurableDefinition } from './ensure.ts';
 
 /**
  * How far before its start an endpoint's consumer reads: the clocks of a cluster's servers (the leader
@@ -29,6 +31,38 @@ export type DirectEndpoint = { id: string; tenant: string; events: readonly Even
 /** Where an endpoint's direct consumer is. */
 export const directAddress = (endpoint: { id: string; tenant: string }, partitions: number) =>
   ({ stream: partitionStream(tenantPartition(endpoint.tenant, partitions)), consumer: endpoint.id });
+
+/**
+ * Whether a consumer of a partition stream is an endpoint's direct consumer: durable and named as an
+ * endpoint. Others may read the stream too (an operator's `nats consumer`, a client's ordered consumer,
+ * with generated names); they are no endpoint's backlog.
+ */
+export const isDirectConsumer = (ci: Pick<ConsumerInfo, 'name' | 'config'>): boolean =>
+  ci.config.durable_name === ci.name && isEndpointId(ci.name);
+
+/**
+ * Every direct consumer's backlog, one listing per partition stream: copies not yet handed out, and
+ * those in flight or waiting for a retry. None with `partitions` 0 (no direct delivery). Callers add it
+ * to the delivery streams' (sumBacklogs).
+ */
+export async function listDirectBacklogs(jsm: JetStreamManager, partitions: number): Promise<EndpointBacklogCount[]> {
+  const out: EndpointBacklogCount[] = [];
+  for (let p = 0; p < partitions; p++) {
+    for await (const ci of listConsumers(jsm, partitionStream(p))) {
+      if (isDirectConsumer(ci)) out.push({ endpoint: ci.name, pending: ci.num_pending, ack_pending: ci.num_ack_pending });
+    }
+  }
+  return out;
+}
+
+/** An endpoint's direct consumer's info; null when it has none (ordered, deleted, or not made yet). */
+export async function directConsumerInfo(jsm: JetStreamManager, endpoint: { id: string; tenant: string }, partitions: number): Promise<ConsumerInfo | null> {
+  const { stream, consumer } = directAddress(endpoint, partitions);
+  return jsm.consumers.info(stream, consumer).catch((e: unknown) => {
+    if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
+    throw e;
+  });
+}
 
 /**
  * The subjects of the tenant's events of `events` (the endpoint's patterns, src/domain/catalogue.ts) in its

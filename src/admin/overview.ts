@@ -2,11 +2,13 @@
 // tenant with their status, failing clock and backlog (admin.endpoints.list), one endpoint's health with its
 // rates and latencies from the delivery log (admin.endpoints.health), and a summary of the whole instance
 // with the failing endpoints first and a day of attempts per minute (admin.overview). Read from the
-// endpoint projection, the consumers' info, ENDPOINT_HEALTH, the dead letters, REJECTED, OPS and the
+// endpoint projection, the consumers' info (with direct delivery, an endpoint's consumer of its partition
+// stream too), ENDPOINT_HEALTH, the dead letters, REJECTED, OPS and the
 // delivery log: nothing here changes anything.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
-import { endpointBacklog, listEndpointBacklogs } from '../../streams/deliveries.ts';
+import { endpointBacklog, listEndpointBacklogs, sumBacklogs } from '../../streams/deliveries.ts';
+import { directConsumerInfo, listDirectBacklogs } from '../../streams/direct.ts';
 import { ENDPOINT_HEALTH_STREAM, endpointHealthSubject, type EndpointHealthRecord } from '../../streams/endpoint-health.ts';
 import { OPS_STREAM } from '../../streams/ops.ts';
 import { REJECTED_STREAM } from '../../streams/rejected.ts';
@@ -41,13 +43,21 @@ const json = (m: StoredMsg | null): unknown => {
   try { return m ? m.json<unknown>() : undefined; } catch { return undefined; }
 };
 
-export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; shards: number }) {
+export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; shards: number; partitions?: number | undefined; direct?: boolean | undefined }) {
   const { orm, jsm, shards } = deps;
+  /** With direct delivery, the partitions whose streams hold the endpoints' direct consumers; else 0. */
+  const directPartitions = deps.direct ? deps.partitions ?? 0 : 0;
 
-  async function backlogOf(id: string): Promise<EndpointOut['backlog']> {
+  async function backlogOf(e: { id: string; tenant: string }): Promise<EndpointOut['backlog']> {
     // Null without a consumer: deleted, or not reconciled by a delivery instance yet. An ordered endpoint's
-    // backlog is its two consumers' (issue 21).
-    return endpointBacklog(jsm, id, shards).catch(() => null);
+    // backlog is its two consumers' (issue 21); with direct delivery, its consumer of its partition stream
+    // adds its own (its new events wait there).
+    const [queued, direct] = await Promise.all([
+      endpointBacklog(jsm, e.id, shards).catch(() => null),
+      directPartitions > 0 ? directConsumerInfo(jsm, e, directPartitions).catch(() => null) : null,
+    ]);
+    if (!direct) return queued;
+    return { pending: (queued?.pending ?? 0) + direct.num_pending, ack_pending: (queued?.ack_pending ?? 0) + direct.num_ack_pending };
   }
 
   async function failingSince(id: string): Promise<string | null> {
@@ -61,7 +71,7 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
     return {
       id: e.id, tenant: e.tenant, url: e.url, events: e.events, description: e.description, status: e.status,
       disabled_reason: e.disabledReason, disabled_at: e.disabledAt, rate_limit: e.rateLimit,
-      failing_since: await failingSince(e.id), backlog: await backlogOf(e.id),
+      failing_since: await failingSince(e.id), backlog: await backlogOf(e),
     };
   };
 
@@ -128,7 +138,8 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
     return out;
   }
 
-  // One consumer listing per DELIVERIES stream (128 by default): shared by the pages asked within 5 s.
+  // One consumer listing per DELIVERIES stream (128 by default), and per partition stream with direct
+  // delivery: shared by the pages asked within 5 s.
   let backlogs: { at: number; value: Promise<OverviewOut['backlogs']> } | undefined;
   function topBacklogs(): Promise<OverviewOut['backlogs']> {
     if (!backlogs || performance.now() - backlogs.at > 5000) {
@@ -140,7 +151,8 @@ export function createOverview(deps: { orm: MikroORM; jsm: JetStreamManager; sha
   }
 
   async function listBacklogs(): Promise<OverviewOut['backlogs']> {
-    const all = (await listEndpointBacklogs(jsm, shards)).filter((b) => b.pending + b.ack_pending > 0);
+    const all = sumBacklogs(await listEndpointBacklogs(jsm, shards), await listDirectBacklogs(jsm, directPartitions))
+      .filter((b) => b.pending + b.ack_pending > 0);
     return all.sort((a, b) => b.pending + b.ack_pending - (a.pending + a.ack_pending)).slice(0, TOP_BACKLOGS);
   }
 

@@ -359,7 +359,10 @@ export interface EndpointRetryNowOut {
 }
 
 export const DeliveryState = {
-  /** In the endpoint's work queue, no attempt has failed yet (waiting, or the first attempt is running). */
+  /**
+   * In the endpoint's work queue (or, with direct delivery, held by its consumer of its partition stream),
+   * no attempt has failed yet (waiting, or the first attempt is running).
+   */
   Pending: 'pending',
   /** In the work queue after at least one failed attempt; next_attempt_at says when the next one is due. */
   Retrying: 'retrying',
@@ -397,6 +400,7 @@ export interface DeliveryShowOut {
    * Retry-After set the next attempt, `rate_limit` when it waits for a slot of the endpoint's rate limit.
    */
   waiting_on: WaitingOn | null;
+  /** Where it waits: its message in the endpoint's delivery stream or, with direct delivery, the event's copy in its partition stream. */
   queued: { stream: string; seq: number } | null;
   dead_letter: Pick<DeadLetterOut, 'id' | 'status' | 'dead_count' | 'replay_count' | 'last_replayed_at' | 'failed_at'> | null;
   /** Failed attempts recorded for this webhook-id and endpoint, oldest first, across rounds. */

@@ -109,6 +109,8 @@ export async function startAdmin(deps: {
   shards: number;
   /** HOOKSTREAM_EVENT_PARTITIONS: erasure reaches the events' partition copies. */
   partitions?: number;
+  /** HOOKSTREAM_DIRECT_DELIVERY: backlogs and delivery states read the endpoints' consumers of the partition streams too. */
+  direct?: boolean;
   /** Turns a webhook-id back into its EVENTS message (deliveries show). */
   webhookIds: WebhookIdCodec;
   /** Subject ids' keyed hashes (erasure, issue 22). */

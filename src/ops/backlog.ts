@@ -1,13 +1,16 @@
 // Backlog per endpoint for /metrics: pending (not yet delivered) and ack-pending (in flight or waiting
 // for a retry) from JetStream's consumer info. Gathered on scrape, one paged consumer listing per
-// DELIVERIES stream, cached briefly so frequent scrapes cost the server nothing more, and capped in
+// DELIVERIES stream and, with direct delivery, per partition stream EVENTS_<p>, cached briefly so frequent scrapes cost the server nothing more, and capped in
 // label count: beyond the largest `maxEndpoints` backlogs the rest are summed as endpoint="_other".
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { listEndpointBacklogs } from '../../streams/deliveries.ts';
+import { listEndpointBacklogs, sumBacklogs } from '../../streams/deliveries.ts';
+import { listDirectBacklogs } from '../../streams/direct.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 
 export interface BacklogOptions {
   shards: number;
+  /** With direct delivery, HOOKSTREAM_EVENT_PARTITIONS: the endpoints' consumers of the partition streams count too. */
+  directPartitions?: number;
   /** Reuse a listing younger than this (default 5 s). */
   cacheMs?: number;
   /** Endpoints reported by name at most (default 1000). */
@@ -33,9 +36,11 @@ export function createBacklogCollector(jsm: JetStreamManager, metrics: ServiceMe
   let fetchedAt = -Infinity;
   let running: Promise<void> | undefined;
 
-  // An ordered endpoint's keyed consumer (issue 21) adds to its endpoint's backlog.
+  // An ordered endpoint's keyed consumer (issue 21) adds to its endpoint's backlog, and so does an
+  // endpoint's direct consumer (streams/direct.ts), which holds its new events.
   const list = async (): Promise<EndpointBacklog[]> =>
-    (await listEndpointBacklogs(jsm, opts.shards)).map((b) => ({ endpoint: b.endpoint, pending: b.pending, ackPending: b.ack_pending }));
+    sumBacklogs(await listEndpointBacklogs(jsm, opts.shards), await listDirectBacklogs(jsm, opts.directPartitions ?? 0))
+      .map((b) => ({ endpoint: b.endpoint, pending: b.pending, ackPending: b.ack_pending }));
 
   function publish(all: EndpointBacklog[]): void {
     all.sort((a, b) => b.pending + b.ackPending - (a.pending + a.ackPending) || a.endpoint.localeCompare(b.endpoint));

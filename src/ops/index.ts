@@ -18,6 +18,8 @@ export function createServiceOps(deps: {
   shards: number;
   /** HOOKSTREAM_EVENT_PARTITIONS: the partition streams readiness expects. */
   partitions?: number;
+  /** HOOKSTREAM_DIRECT_DELIVERY: the backlog gauges count the endpoints' consumers of the partition streams too. */
+  direct?: boolean;
   /** Whether this process answers reads from the endpoint projection (the api role). */
   checkProjection: boolean;
   directory?: ReadinessDeps['directory'];
@@ -29,6 +31,8 @@ export function createServiceOps(deps: {
   return createOps({
     metrics: deps.metrics,
     readiness: createReadiness(deps),
-    backlog: deps.backlog === false ? { refresh: async () => {} } : createBacklogCollector(deps.jsm, deps.metrics, { shards: deps.shards }),
+    backlog: deps.backlog === false ? { refresh: async () => {} } : createBacklogCollector(deps.jsm, deps.metrics, {
+      shards: deps.shards, directPartitions: deps.direct ? deps.partitions ?? 0 : 0,
+    }),
   });
 }
