@@ -21,6 +21,7 @@ export default {
     'test/signature.test.ts',
     'test/target-policy.test.ts',
     'test/telemetry-config.test.ts',
+    'test/tenant-pace.test.ts',
     'test/webhook-id.test.ts',
     'test/wire-headers.test.ts',
   ],

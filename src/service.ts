@@ -287,6 +287,9 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // Pushed before the roles that command endpoints, so it runs after they stopped: their last states are saved.
     if (endpoints) stops.push(() => endpoints.store.flush());
 
+    // The tenants' limits as every role reads them (a copy in memory, reloaded from Postgres every few seconds).
+    const tenantLimits = orm ? createTenantLimitsStore(orm, { log }) : undefined;
+
     if (roles.has('delivery') && directory && publisher && endpoints) {
       tracing.forwardTraceparent = config.forwardTraceparent;
       const sender = createHttpSender({ attemptTimeoutMs: config.attemptTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
@@ -303,7 +306,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         attemptLog: attemptRecorder, bodies: dataKeys,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
           maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas, ...(direct ? { direct: { partitions: config.eventPartitions, since: direct.since } } : {}) },
-        ...(direct ? { directEvents: direct.events } : {}),
+        ...(direct ? { directEvents: direct.events, tenantLimits } : {}),
         log: log.child({ role: 'delivery' }), metrics,
       });
       stops.push(() => delivery.stop());
@@ -315,7 +318,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         limits: eventLimits, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher, deliveriesOnly: config.eventPartitions > 0 }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
-        ...(orm ? { tenantLimits: createTenantLimitsStore(orm, { log }) } : {}),
+        ...(tenantLimits ? { tenantLimits } : {}),
         ...(config.sealDeliveries ? { bodies: dataKeys } : {}),
       }), (started) => { router = started; });
       stops.push(() => r.stop());
@@ -328,7 +331,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
       // The tenants' quotas on their endpoint commands, for the API and the portal alike.
-      const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
+      const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: tenantLimits ?? createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
       const testEvents = createTestEvents({ js, shards: config.deliveryShards, store: tenantStore, write: tenantStore.write });
       const portal = createPortal({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,

@@ -23,6 +23,7 @@ import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { PullLoop, PullLoops } from './pull-loop.ts';
+import type { Pace } from './tenant-pace.ts';
 import type { KeyGate } from './ordered-gate.ts';
 
 export interface DeliveryOptions {
@@ -65,6 +66,8 @@ export async function startEndpointConsumers(deps: {
   onRetired?: (id: EndpointId) => void;
   /** Issue 21: the gate of an ordered endpoint's keyed consumer. */
   gateFor: (id: EndpointId, stream: string) => KeyGate;
+  /** Direct delivery: the pace of an endpoint's direct consumer, its tenant's `events_per_second`. */
+  paceFor?: (tenant: string) => Pace;
   log: Logger;
 }): Promise<EndpointConsumers> {
   const { jsm, directory, options, log } = deps;
@@ -101,7 +104,7 @@ export async function startEndpointConsumers(deps: {
 
   function startDirectLoop(state: EndpointState, partitions: number): void {
     const address = directAddress(state, partitions);
-    const loop = deps.loops.run(state.id, address);
+    const loop = deps.loops.run(state.id, address, undefined, deps.paceFor?.(state.tenant));
     const untrack = deps.leaders?.follow(address.stream, address.consumer, loop.repull) ?? (() => {});
     directLoops.set(state.id, { loop, untrack });
   }

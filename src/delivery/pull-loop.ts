@@ -13,6 +13,7 @@ import type { HeldMessages, InFlight } from './in-flight.ts';
 import type { WaitingRetries } from './waiting-retries.ts';
 import type { RecentAcks } from './recent-acks.ts';
 import type { KeyGate } from './ordered-gate.ts';
+import type { Pace } from './tenant-pace.ts';
 
 /**
  * Keyed deliveries one endpoint parks in this process at most (issue 21), by count and by their bytes
@@ -30,6 +31,8 @@ export const MAX_PARKED_BYTES_PER_ENDPOINT = 16 * 1024 * 1024;
 export const MAX_PARKED_PER_TENANT = 20_000;
 export const MAX_PARKED_BYTES_PER_TENANT = 32 * 1024 * 1024;
 const PARKED_TRICKLE_MS = 1000;
+/** A paced lane pulls again at most this often: a high rate's tokens are asked for in batches. */
+const PACED_PULL_MS = 20;
 
 interface ParkedUsage { parked: number; bytes: number }
 
@@ -70,6 +73,9 @@ interface Lane extends AttemptLane {
   requested: () => number;
   /** The socket pool its POSTs use (a plain lane of a pooled endpoint), as last looked up. */
   pool?: { key: string; lanes: Set<Lane> };
+  /** Direct delivery: its tenant's `events_per_second` (tenant-pace.ts), and the pull that waits for it. */
+  pace?: Pace;
+  paced?: ReturnType<typeof setTimeout> | undefined;
 }
 
 export interface PullLoop {
@@ -80,8 +86,11 @@ export interface PullLoop {
 }
 
 export interface PullLoops {
-  /** `gate`: the keyed consumer of an ordered endpoint; it shares the endpoint's concurrency with the plain one. */
-  run(id: EndpointId, address: { stream: string; consumer: string }, gate?: KeyGate): PullLoop;
+  /**
+   * `gate`: the keyed consumer of an ordered endpoint; it shares the endpoint's concurrency with the plain
+   * one. `pace`: a direct consumer, handed copies at its tenant's rate.
+   */
+  run(id: EndpointId, address: { stream: string; consumer: string }, gate?: KeyGate, pace?: Pace): PullLoop;
   /** Resolves once every attempt started so far has ended (each is bounded by the attempt timeout). */
   settle(): Promise<void>;
   /** Endpoints probed one attempt at a time (every recent attempt failed), in this process. */
@@ -245,19 +254,33 @@ export function createPullLoops(deps: {
   /** How many more deliveries the lane's consumer may hand out now. */
   function capacity(lane: Lane, trickle: { at: number }): number {
     if (lane.closed) return 0;
-    if (!lane.gate) return allowance(lane) - lane.slots.running - lane.waiting.length;
+    if (!lane.gate) return paced(lane, allowance(lane) - lane.slots.running - lane.waiting.length);
     const free = lane.slots.limit.current - lane.slots.running - lane.waiting.length;
     const room = parkRoom(lane, lane.gate);
     if (room > 0) return Math.min(free, room);
     return performance.now() - trickle.at >= PARKED_TRICKLE_MS ? 1 : 0;
   }
 
+  /** `free` within the lane's pace; short of it, a pull again when the next tokens come. */
+  function paced(lane: Lane, free: number): number {
+    const { pace } = lane;
+    if (!pace || free <= 0) return free;
+    const tokens = pace.available();
+    if (tokens >= free) return free;
+    lane.paced ??= setTimeout(() => {
+      lane.paced = undefined;
+      if (!lane.closed) lane.fill?.();
+    }, Math.max(PACED_PULL_MS, pace.wait()));
+    lane.paced.unref();
+    return tokens;
+  }
+
   return {
-    run(id, address, gate) {
+    run(id, address, gate, pace) {
       let slots = slotsOf.get(id);
       if (!slots) slotsOf.set(id, (slots = { limit: createConcurrencyLimit(deps.maxInFlight), running: 0, lanes: new Set() }));
       const lane: Lane = {
-        id, slots, waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined,
+        id, slots, waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined, pace,
         get limit() { return slots.limit; },
         requested: () => 0,
       };
@@ -275,6 +298,7 @@ export function createPullLoops(deps: {
         onMessage(m: PulledMsg) {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
+          pace?.spend();
           // Back after an ack that was lost (a NATS restart): delivered already, acked again. Looked up on a
           // first delivery too: a partition stream keeps acked messages, and a restarted nats-server whose
           // consumer state had not yet saved the ack hands the message out again as new.
@@ -302,6 +326,7 @@ export function createPullLoops(deps: {
         stop() {
           lane.closed = true;
           clearInterval(trickling);
+          clearTimeout(lane.paced);
           leavePool(lane);
           lanes.delete(lane);
           slots.lanes.delete(lane);

@@ -27,6 +27,9 @@ import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from 
 import type { DirectEvents } from './direct-events.ts';
 import { createProducerClaims } from './producer-claims.ts';
 import { createOrderingCutoffs } from './ordering-cutoffs.ts';
+import { createTenantPaces } from './tenant-pace.ts';
+import type { TenantLimits } from '../tenants/limits.ts';
+import type { TenantId } from '../domain/ids.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
 import type { EndpointHealthHook } from './endpoint-health.ts';
 import { HeldMessages, startSweep } from './in-flight.ts';
@@ -89,6 +92,8 @@ export async function startDelivery(deps: {
   bodies?: BodyOpener;
   /** Direct delivery (with `options.direct`): what the partition streams' copies of events become. */
   directEvents?: DirectEvents;
+  /** The tenants' limits (direct delivery paces each tenant's endpoints at its `events_per_second`); absent: the defaults. */
+  tenantLimits?: { current(tenant: TenantId): TenantLimits };
 }): Promise<Delivery> {
   const { options, log } = deps;
   const maxDeliver = options.retrySchedule.length + 1;
@@ -125,6 +130,7 @@ export async function startDelivery(deps: {
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
     gateFor: (id, stream) => createKeyGate({ heads: keyHeads, stream, floor, recentAcks, inFlight, endpoint: id, log }),
+    ...(deps.directEvents ? { paceFor: createTenantPaces({ limits: deps.tenantLimits, hits: { inc: () => deps.metrics.tenantLimitHits.inc({ limit: 'events_per_second' }) } }).of } : {}),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
