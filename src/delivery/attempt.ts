@@ -188,7 +188,10 @@ export function createAttempts(deps: {
     return ACK;
   }
 
-  /** Before sending: whether the endpoint still takes this message, and what to send (once a producer id is checked, with direct delivery). */
+  /**
+   * Before sending: whether the endpoint still takes this message, and what to send; a promise only for a
+   * direct copy whose fate needs a read (its producer id's mark, the time of an ordering switch).
+   */
   function prepare(endpointId: EndpointId, m: PulledMsg): Prepared | Promise<Prepared> {
     const state = directory.get(endpointId);
     // Disabled (issue 10): held in its queue, not acked; the consumer stops pulling and hands it out
