@@ -204,6 +204,21 @@ test.serial('a producer\'s retried publish (same Nats-Msg-Id, past EVENTS\' 100 
   t.deepEqual(near.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(theirs.seq)]);
 });
 
+test.serial('an event whose delivery body would not fit is refused once, by the router, though no endpoint takes it there; its direct endpoint gets nothing', async (t) => {
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const r = await h.receiver();
+  await h.store.create(TENANT, { url: r.url, events: ['user.unbanned'] });
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  // 5 bytes a number in, 22 out: under EVENTS' 256 KiB, over a delivery's 508 KiB once re-encoded.
+  const huge = await h.publishRaw(TENANT, 'user.unbanned', `{"userId":"user_big","n":[${Array(40_000).fill('1e20').join(',')}]}`);
+  const next = await h.publish(TENANT, 'user.unbanned', { userId: 'user_small' });
+  await r.waitFor(1);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.deepEqual(r.received.map((x) => x.headers['webhook-id']), [await webhookIdOf(next.seq)]);
+  const rejected = await eventually(async () => (await admin.listRejectedEvents({ tenant: TENANT, limit: 50 })).data.find((x) => x.events_seq === huge.seq), 10_000, 'the refusal written down');
+  t.is(rejected.reason, 'too_large');
+});
+
 test.serial('made ordered: what was stored before the switch comes through its direct consumer, what came after through the router\'s queue, in order; each once, none lost at the switch', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 1200));
   const r = await h.receiver();

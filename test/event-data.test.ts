@@ -1,7 +1,7 @@
 // What a producer publishes to events.<tenant>.<event name> and what parseEvent makes of it.
 import test from 'ava';
 import {
-  DEFAULT_EVENT_LIMITS, encodeDelivery, jsonDepth, parseEvent, producerSubject, RejectionReason, type ParsedEvent,
+  DEFAULT_EVENT_LIMITS, encodeDelivery, jsonDepth, mayOutgrow, parseEvent, producerSubject, RejectionReason, type ParsedEvent,
 } from '../src/domain/event-data.ts';
 
 const body = (text: string) => new TextEncoder().encode(text);
@@ -204,4 +204,19 @@ test('the delivery body is {type, data}, and one that re-encodes too large is to
   const r = encodeDelivery(parsed.type, parsed.data, 512 * 1024 - 4096);
   t.false(r.ok);
   if (!r.ok) t.is(r.reason, 'too_large');
+  t.true(mayOutgrow(text.length, 512 * 1024 - 4096), 'the router checks such an event even when it queues it nowhere');
+});
+
+test('an event too small to outgrow its delivery body fits it, however it re-encodes', (t) => {
+  const max = 512 * 1024 - 4096;
+  // The most a number grows (4 characters to 21), as many as fit under the bound.
+  let n = 1;
+  while (!mayOutgrow(`{"userId":"user_1","n":[${Array(n * 2).fill('1e20').join(',')}]}`.length, max)) n *= 2;
+  const text = `{"userId":"user_1","n":[${Array(n).fill('1e20').join(',')}]}`;
+  t.false(mayOutgrow(text.length, max));
+  const parsed = parseEvent('events.t1.user.updated', body(text));
+  if (!parsed.ok) return t.fail(parsed.detail);
+  const r = encodeDelivery(parsed.type, parsed.data, max);
+  t.true(r.ok);
+  t.true(r.ok && r.body.byteLength > text.length * 4, 'it did grow');
 });

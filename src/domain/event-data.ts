@@ -158,6 +158,13 @@ function checkData(type: EventName, data: EventData): string | undefined {
  * The body every endpoint receives, `{"type","data"}`, or a rejection when it would not fit `maxBytes`
  * (re-encoding can grow a body: `1e20` becomes 21 digits).
  */
+/**
+ * Whether an event of `bytes` bytes may re-encode into a delivery body larger than `maxBytes`: re-encoding
+ * never lengthens a string (escapes come out as short or shorter), and a number at most 5.25 times
+ * (`1e20`, 4 characters, is written out in 21); the envelope adds its type. Smaller events always fit.
+ */
+export const mayOutgrow = (bytes: number, maxBytes: number): boolean => bytes * 5.25 + 128 > maxBytes;
+
 export function encodeDelivery(type: EventName, data: EventData, maxBytes: number): { ok: true; body: Buffer } | { ok: false; reason: RejectionReason; detail: string } {
   const body = Buffer.from(JSON.stringify({ type, data }));
   if (body.byteLength > maxBytes) {

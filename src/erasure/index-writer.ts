@@ -20,7 +20,8 @@ export interface RoutedCopies {
   tenant: string;
   data: EventData;
   eventsSeq: number;
-  webhookId: string;
+  /** Or how to make it, when the entry is written (the router makes it only for events it writes down). */
+  webhookId: string | (() => string);
   /** The event's ordering key (issue 21), if it has one. */
   orderingKey: string | undefined;
   /** [stream, seq, endpoint] of each delivery stored. */
@@ -63,7 +64,7 @@ export function createErasureIndexWriter(deps: {
       const subjects = subjectsOf(c.data, c.orderingKey);
       if (subjects.length === 0) return Promise.resolve();
       const entry: IndexedEvent = {
-        tenant: c.tenant, hashes: subjects.map((s) => deps.hasher.hash(s)), events_seq: c.eventsSeq, webhook_id: c.webhookId, deliveries: c.deliveries,
+        tenant: c.tenant, hashes: subjects.map((s) => deps.hasher.hash(s)), events_seq: c.eventsSeq, webhook_id: typeof c.webhookId === 'string' ? c.webhookId : c.webhookId(), deliveries: c.deliveries,
       };
       if (!open) {
         let settle!: (e?: unknown) => void;

@@ -15,7 +15,7 @@ import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { EVENTS_STREAM, eventsStart, ROUTER_CONSUMER, ROUTER_MAX_DELIVER } from '../../streams/events.ts';
 import { DELIVERY_MAX_BODY, deliveryAddress, DeliveryHeader, MAX_QUEUED_PER_ENDPOINT, QUEUE_FULL_CODE } from '../../streams/deliveries.ts';
 import { matchesAny, type EventName } from '../domain/catalogue.ts';
-import { encodeDelivery, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
+import { encodeDelivery, mayOutgrow, parseEvent, RejectionReason, type EventLimits } from '../domain/event-data.ts';
 import type { EndpointId, TenantId } from '../domain/ids.ts';
 import type { EndpointDirectory } from '../endpoints/directory.ts';
 import { Ordering, type EndpointState } from '../domain/endpoint.ts';
@@ -370,10 +370,12 @@ export async function startRouter(deps: {
     return tryFanOut(m);
   };
 
+  /** Stored since direct delivery started: its endpoints without ordering read it from its partition stream. */
+  const readDirectly = (m: JsMsg) => directSince !== undefined && Number(m.timestampNanos / 1_000_000n) >= directSince;
   const targetsOf = (tenant: TenantId, type: EventName, m: JsMsg): EndpointState[] => {
     const out: EndpointState[] = [];
-    // Stored since direct delivery started: only ordered endpoints' deliveries are queued here.
-    const orderedOnly = directSince !== undefined && Number(m.timestampNanos / 1_000_000n) >= directSince;
+    // Only ordered endpoints' deliveries are queued here.
+    const orderedOnly = readDirectly(m);
     for (const e of directory.activeFor(tenant)) if (matchesAny(e.events, type) && (!orderedOnly || e.ordering === Ordering.Key)) out.push(e);
     return out;
   };
@@ -392,15 +394,19 @@ export async function startRouter(deps: {
     const storedNow = new Set(stored);
     // Where each delivery was stored, for the erasure index.
     const queuedAt: [string, number, string][] = [];
+    // Made once, and only for an event with a delivery or an index entry: with direct delivery most events
+    // have neither here (their endpoints read them from the partition streams).
+    let webhookIdMade: string | undefined;
+    const webhookId = () => (webhookIdMade ??= deps.webhookIds.encode({ seq: m.seq, ms: epochMs }));
     const indexed = () => deps.erasureIndex?.record({ tenant: parsed.tenant, data: parsed.data, eventsSeq: m.seq, webhookId, orderingKey: keyed.ordering?.key, deliveries: queuedAt });
-    const webhookId = deps.webhookIds.encode({ seq: m.seq, ms: epochMs });
-    // Hashed once for the whole fan-out (a producer's id), not once per endpoint.
-    const msgIdPrefix = fanOutMsgIdPrefix(parsed.tenant, m.headers?.get(MSG_ID_HEADER) || undefined, webhookId);
     const eventSeq = String(m.seq);
     // Stored before the event's ack: the marks of its deliveries, and for a retry, a mark after what its
     // earlier routing stored (whose own marks may never have been stored).
     const marked: Promise<void>[] = [...new Set([...stored ?? []].map((k) => deliveryAddress(k.slice(0, k.lastIndexOf('@')), deps.shards).stream))]
       .map((stream) => marks.mark(stream));
+    // Hashed once for the whole fan-out (a producer's id), not once per endpoint; not at all without one.
+    let msgIdPrefixMade: string | undefined;
+    const msgIdPrefix = () => (msgIdPrefixMade ??= fanOutMsgIdPrefix(parsed.tenant, m.headers?.get(MSG_ID_HEADER) || undefined, webhookId()));
     // Encoded once for the whole fan-out (and its catch-up), not once per target; not at all without one.
     let body: Uint8Array | string | Promise<Uint8Array> | undefined;
     const bodyOrReject = (): typeof body => {
@@ -425,7 +431,7 @@ export async function startRouter(deps: {
       }
       // The headers every delivery of the event carries, written once (src/nats/header-block.ts).
       const common = new HeaderBlock();
-      common.add(DeliveryHeader.WebhookId, webhookId);
+      common.add(DeliveryHeader.WebhookId, webhookId());
       common.add(DeliveryHeader.Event, parsed.type);
       common.add(DeliveryHeader.Tenant, parsed.tenant);
       common.add(DeliveryHeader.EventSeq, eventSeq);
@@ -436,7 +442,7 @@ export async function startRouter(deps: {
         h.add(DeliveryHeader.EndpointVersion, String(endpoint.version));
         // A restored endpoint's catch-up must not be dropped as a duplicate of the stale first copy
         // (which the delivery role drops as routed before the restore): its id names the new life.
-        const id = `${msgIdPrefix}.${endpoint.id}`;
+        const id = `${msgIdPrefix()}.${endpoint.id}`;
         h.add(MSG_ID_HEADER, restored?.has(endpoint.id) ? `${id}.${endpoint.activeSince}` : id);
         const to = deliverySubject(endpoint, deps.shards, keyed.ordering, h, keyedBound, barrier);
         return { subject: to.subject, headers: to.h.encoded(), full: to.full, bounded: to.bounded };
@@ -456,13 +462,16 @@ export async function startRouter(deps: {
         else if (r.reason instanceof PublishRejectedError && r.reason.code === QUEUE_FULL_CODE) {
           // Its queue is full: recorded as dropped, never retried (src/router/dropped.ts).
           storedNow.add(key(endpoint));
-          refused.push(dropped.record(endpoint, { webhookId, event: parsed.type }));
+          refused.push(dropped.record(endpoint, { webhookId: webhookId(), event: parsed.type }));
         } else failed ??= r.reason;
       });
       await Promise.all(refused);
       if (failed !== undefined) throw failed;
     };
     if (targets.length > 0 && bodyOrReject() === undefined) return undefined;
+    // One no endpoint of it takes here may still be read directly, whose endpoints refuse it unsent: it is
+    // written down as refused here, where every event passes (only a large one can outgrow its delivery).
+    if (targets.length === 0 && readDirectly(m) && mayOutgrow(m.data.length, DELIVERY_MAX_BODY) && bodyOrReject() === undefined) return undefined;
     const first = targets.length > 0 ? publishTo(targets) : undefined;
     // Any sync that starts from now on started after the event was read.
     const covered = cover.after();
