@@ -2,7 +2,8 @@
 // Copy first (seal + upsert), then remove the message from its work queue, then announce it on OPS, then
 // ack the advisory, so a crash at any step repeats the step instead of losing the message. The record is
 // keyed by endpoint and webhook-id: a repeated advisory (it can repeat after a server restart) finds the
-// record already there. A backstop (backstop.ts) finds the deliveries whose advisory was lost.
+// record already there. A backstop (backstop.ts; direct-backstop.ts for direct delivery's copies) finds the
+// deliveries whose advisory was lost.
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -20,6 +21,7 @@ import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
 import { findSourceDeadLetter, storeDeadLetter, type DeadLetterRow } from './store.ts';
 import { startBackstop, type Death } from './backstop.ts';
+import { startDirectBackstop } from './direct-backstop.ts';
 import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
@@ -233,6 +235,10 @@ export async function startDeadLetterHandler(deps: {
   const backstop = deps.backstop && deps.backstop.intervalMs > 0
     ? startBackstop({ jsm, ...deps.backstop, bury, log, metrics })
     : undefined;
+  // Direct delivery's copies, found from their final attempt records (direct-backstop.ts).
+  const directBackstop = deps.direct && deps.backstop && deps.backstop.intervalMs > 0
+    ? startDirectBackstop({ jsm, orm, maxDeliver: deps.backstop.maxDeliver, intervalMs: deps.backstop.intervalMs, bury, log, metrics })
+    : undefined;
 
   const consumer = await js.consumers.get(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
@@ -252,6 +258,7 @@ export async function startDeadLetterHandler(deps: {
     done: loop,
     async stop() {
       await backstop?.stop();
+      await directBackstop?.stop();
       await messages.close();
       await loop;
     },
