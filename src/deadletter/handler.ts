@@ -97,9 +97,12 @@ export async function startDeadLetterHandler(deps: {
   /**
    * Direct delivery: a dead copy of an event in a partition stream becomes the delivery it stood for (its
    * endpoint's delivery subject and headers, the body made from the event), so it is shown and replayed as
-   * any dead letter; the copy stays (the tenant's other endpoints read it).
+   * any dead letter; the copy stays (the tenant's other endpoints read it). `bodies` seals that body under
+   * its event's data key as the router seals a queued one (creating the key when the router never met the
+   * subject), so erasure shreds the dead letter and its backups alike; absent, it is kept plain
+   * (HOOKSTREAM_SEAL_DELIVERIES=0).
    */
-  direct?: { events: DirectEvents; shards: number } | undefined;
+  direct?: { events: DirectEvents; shards: number; bodies?: Pick<DataKeys, 'seal'> | undefined } | undefined;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
   // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
@@ -159,7 +162,11 @@ export async function startDeadLetterHandler(deps: {
     if (deps.direct && isPartitionStream(death.stream)) {
       // Gone: its event was erased (or outlived EVENTS' week); an event the router refuses was never sent.
       const delivery = original && asDelivery(deps.direct, death.consumer, original);
-      if (delivery) await store(death, delivery, false);
+      if (!delivery) return true;
+      const sealer = deps.direct.bodies;
+      // As the router seals the body it queues (src/router/router.ts): under the key of the event's tenant and subjects.
+      if (sealer) delivery.data = await sealer.seal(delivery.header.get(DeliveryHeader.Tenant), deliveryData(delivery.plain), delivery.plain);
+      await store(death, delivery, false);
       return true;
     }
     if (!original) {
