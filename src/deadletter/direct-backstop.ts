@@ -16,10 +16,11 @@
 // read per new record (every endpoint's failures, not only the final ones) and one query for the final
 // ones, at most MAX_READ records a scan (the rest at the next). A process starts reading LOOKBACK_MS back:
 // a copy dead with its advisory lost while no dead-letter role ran for longer than that is missed.
-import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ATTEMPTS_STREAM, type AttemptRecord } from '../../streams/attempts.ts';
 import { isPartitionStream } from '../../streams/events.ts';
+import { isApiError } from '../../streams/ensure.ts';
 import { messagesOf } from '../erasure/by-subject.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -65,8 +66,11 @@ export function startDirectBackstop(deps: {
   let cursor: number | undefined;
   let stopped = false;
 
-  /** The first record of `subject` at or after `seq`, or null. */
-  const next = (seq: number) => jsm.streams.getMessage(ATTEMPTS_STREAM, { next_by_subj: ALL, seq } as never).catch(() => null);
+  /** The first record at or after `seq`, or null; any other failure throws (the scan is tried again). */
+  const next = (seq: number) => jsm.streams.getMessage(ATTEMPTS_STREAM, { next_by_subj: ALL, seq } as never).catch((e: unknown) => {
+    if (isApiError(e, JetStreamApiCodes.NoMessageFound)) return null;
+    throw e;
+  });
 
   /** The first sequence stored at `t` or later (records are stored in time order): a binary search. */
   async function firstSince(t: number, first: number, last: number): Promise<number> {

@@ -152,7 +152,8 @@ export async function startDeadLetterHandler(deps: {
    * Dead-letter the message at `stream`/`seq`, dropped by its endpoint's consumer: copy (seal + upsert),
    * remove it from its work queue, then announce it. Every step is idempotent, so whoever calls it again
    * (a repeated or retried advisory, the backstop) repeats what did not happen. Returns false when the
-   * message was already gone and no record names it (dropped with a deleted endpoint).
+   * message was already gone and no record names it (dropped with a deleted endpoint; a direct copy
+   * erased), or was never sent.
    */
   async function bury(death: Death): Promise<boolean> {
     const original = await jsm.streams.getMessage(death.stream, { seq: death.seq }).catch((e: unknown) => {
@@ -160,9 +161,9 @@ export async function startDeadLetterHandler(deps: {
       throw e;
     });
     if (deps.direct && isPartitionStream(death.stream)) {
-      // Gone: its event was erased (or outlived EVENTS' week); an event the router refuses was never sent.
+      // Gone: its event was erased (or outlived its retention); an event the router refuses was never sent.
       const delivery = original && asDelivery(deps.direct, death.consumer, original);
-      if (!delivery) return true;
+      if (!delivery) return false;
       const sealer = deps.direct.bodies;
       // As the router seals the body it queues (src/router/router.ts): under the key of the event's tenant and subjects.
       if (sealer) delivery.data = await sealer.seal(delivery.header.get(DeliveryHeader.Tenant), deliveryData(delivery.plain), delivery.plain);
