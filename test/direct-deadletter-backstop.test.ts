@@ -2,7 +2,8 @@
 // stream that dies while its max-deliveries advisory is lost (the advisory stream captures nothing) still
 // becomes one dead letter, found from its final attempt record, shown and replayed as any other; one whose
 // advisory arrives is not buried again by the backstop. Real NATS, Postgres, the delivery and dead-letter
-// roles with direct delivery on, and receivers that fail.
+// roles with direct delivery on, and receivers that fail. And, in a dead-letter role of its own with no
+// router, a dead copy's body sealed under a data key that role writes.
 import test from 'ava';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
@@ -12,16 +13,24 @@ import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../streams/
 import { partitionStream } from '../streams/events.ts';
 import { tenantPartition } from '../src/domain/partition.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
+import { loadConfig } from '../src/config.ts';
+import { startService } from '../src/service.ts';
+import { openDeadLetter } from '../src/crypto/sodium.ts';
+import { parseOriginalMessage } from '../src/deadletter/sealed-message.ts';
+import { isSealedBody } from '../src/erasure/data-keys.ts';
 
 const PARTITIONS = 4;
+const ENV = {
+  HOOKSTREAM_RETRY_SCHEDULE: '200ms,200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s', HOOKSTREAM_DEAD_LETTER_BACKSTOP: '1s',
+  HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS), HOOKSTREAM_DIRECT_DELIVERY: '1',
+};
 let h: TestService;
 let admin: AdminClient;
 const logLines: string[] = [];
 
 test.before(async () => {
   h = await startTestService('direct_dl_backstop', {
-    HOOKSTREAM_RETRY_SCHEDULE: '200ms,200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s', HOOKSTREAM_DEAD_LETTER_BACKSTOP: '1s',
-    HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS), HOOKSTREAM_DIRECT_DELIVERY: '1',
+    ...ENV,
     // An endpoint's first death is a warning line, which says whether the backstop found it.
     HOOKSTREAM_LOG_LEVEL: 'warn',
   }, { logWrite: (line) => { logLines.push(line); } });
@@ -103,4 +112,26 @@ test.serial('a direct copy whose advisory arrives is not buried again by the bac
   await new Promise((res) => setTimeout(res, 2500));
   t.deepEqual((await deadLetters(endpoint.id)).map((d) => [d.dead_count, d.status]), [[1, 'replayed']], 'one record, replayed');
   t.is(h.service.metrics.deadLettersBackstop.get(), backstopped);
+});
+
+// Roles apart, as deployed at scale, and no router at all (direct delivery needs none for an endpoint
+// without ordering): no process has made the subject's data key, so the dead-letter role writes it.
+test.serial('a dead-letter role in a process of its own, no router running: a dead copy\'s body is sealed under a data key it writes', async (t) => {
+  await h.restart({ HOOKSTREAM_ROLES: 'delivery,admin,projector' });
+  const deadletter = await startService(loadConfig({
+    NATS_URL: h.nats.url, DATABASE_URL: h.db.url, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_DELIVERY_SHARDS: String(h.config.deliveryShards),
+    HOOKSTREAM_MASTER_KEY: h.keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: h.keys.deadLetterPublicKey,
+    HOOKSTREAM_DEAD_LETTER_SECRET_KEY: h.keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: 'error', ...ENV, HOOKSTREAM_ROLES: 'deadletter',
+  }), h.log);
+  t.teardown(() => deadletter.stop());
+  const r = await h.receiver(() => 500);
+  const tenant = 'tenant_direct_alone' as TenantId;
+  const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['*'] });
+  await h.publish(tenant, 'user.deleted', { userId: 'user_alone' });
+  await r.waitFor(3, 15_000);
+  const letter = await eventually(async () => (await admin.listDeadLetters({ endpoint: endpoint.id, status: 'dead' })).data[0], 15_000, 'the dead letter');
+  const [{ sealed }] = await h.service.orm!.em.fork().execute<{ sealed: Buffer }[]>('select sealed from dead_letters where id = ?', [letter.id]) as [{ sealed: Buffer }];
+  const body = Buffer.from(parseOriginalMessage(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed))).body_base64, 'base64');
+  t.true(isSealedBody(body), 'sealed under its data key');
+  t.deepEqual((await admin.showDeadLetter({ id: letter.id })).message.body, JSON.parse(r.received[0]!.body), 'and shown opened');
 });
