@@ -3,8 +3,8 @@
 // ack-pending) does not apply: a partition stream is a limits stream every endpoint of the partition reads,
 // and a copy is not removed when it dies. Nor does the consumer's state show a death: nats-server 2.10
 // (server/consumer.go, hasMaxDeliveries) drops a max-delivered message from its pending set as it raises
-// the advisory, and the ack floor passes it at the consumer's next ack as if it had been acked; no count
-// says how many died.
+// the advisory, and the ack floor passes it as if it had been acked once nothing before it is pending
+// (processAckMsg, checkPending); no count says how many died.
 //
 // What does say it: the delivery role writes an ATTEMPTS record for every failed attempt, the final one
 // (attempt = max_deliver, no next attempt) naming the copy it sent (`copy`, streams/attempts.ts). Every
