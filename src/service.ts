@@ -238,25 +238,29 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
 
     // One publisher for the router's fan-out and the delivery role's attempt records; pushed before both,
     // so it closes after them, once their last publishes are acknowledged. 5 s for JetStream's
-    // acknowledgement, as js.publish's default.
+    // acknowledgement, as js.publish's default. With direct delivery the dead-letter role seals a dead
+    // copy's body under its data key as the router seals a queued one, and writes the key where no router
+    // did (an event sent only directly) through it too.
+    const sealsDeadCopies = roles.has('deadletter') && direct !== undefined && config.sealDeliveries;
     let publisher: AckedPublisher | undefined;
-    if (directory) {
+    if (directory || sealsDeadCopies) {
       const p = createAckedPublisher(nc, { timeoutMs: 5000, inboxPrefix: SERVICE_INBOX_PREFIX });
       publisher = p;
       stops.push(() => p.drain());
     }
     // The operators' delivery log: the delivery role's attempts and the router's refusals (issue 31); its
     // last batch is written after both have stopped.
-    const attemptRecorder = publisher ? createAttemptLogRecorder({ publisher, log: log.child({ role: 'delivery-log' }) }) : undefined;
+    const attemptRecorder = publisher && directory ? createAttemptLogRecorder({ publisher, log: log.child({ role: 'delivery-log' }) }) : undefined;
     if (attemptRecorder) stops.push(async () => attemptRecorder.flush());
     // The delivery role and the router pull again when one of their consumers elects a leader.
     const leaders = roles.has('delivery') || roles.has('router') ? watchConsumerLeaders(nc, { log, metrics }) : undefined;
     if (leaders) stops.push(async () => leaders.stop());
 
-    // Crypto-shredding (src/erasure/data-keys.ts): the router seals delivery bodies, the delivery, dead-letter
-    // and admin roles open them; only the router creates keys.
+    // Crypto-shredding (src/erasure/data-keys.ts): the router seals delivery bodies (and, with direct delivery,
+    // the dead-letter role the bodies of dead copies), the delivery, dead-letter and admin roles open them;
+    // only those that seal create keys.
     const dataKeys = keys.masterKey && (roles.has('router') || roles.has('delivery') || roles.has('deadletter') || roles.has('admin'))
-      ? createDataKeys({ nc, jsm, publisher: roles.has('router') ? publisher : undefined, opensWhatItSeals: roles.has('router') && roles.has('delivery'), masterKey: keys.masterKey, previousMasterKey: keys.previousMasterKey })
+      ? createDataKeys({ nc, jsm, publisher: roles.has('router') || sealsDeadCopies ? publisher : undefined, opensWhatItSeals: roles.has('router') && roles.has('delivery'), masterKey: keys.masterKey, previousMasterKey: keys.previousMasterKey })
       : undefined;
     if (dataKeys) stops.push(async () => dataKeys.close());
 
@@ -270,7 +274,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         js, jsm, orm: db, sealer: { seal: (b) => sealForDeadLetters(publicKey, b), tag: deadLetterTags.tag, subjects: subjectHasher.hash }, bodies: dataKeys,
         log: log.child({ role: 'deadletter' }), metrics, opsEvents,
         backstop: { intervalMs: config.deadLetterBackstopMs, shards: config.deliveryShards, maxDeliver: config.retrySchedule.length + 1, stepdown: consumerStepdown(nc) },
-        direct: direct ? { events: direct.events, shards: config.deliveryShards } : undefined,
+        direct: direct ? { events: direct.events, shards: config.deliveryShards, bodies: sealsDeadCopies ? dataKeys : undefined } : undefined,
       }));
       stops.push(() => handler.stop());
       if (config.deadLetterRetentionMs > 0) {

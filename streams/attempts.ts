@@ -29,6 +29,10 @@ export interface AttemptRecord {
   // Added by issue 17: not an attempt but the router's record that the endpoint's queue refused the
   // delivery (HOOKSTREAM_MAX_QUEUED); attempt is 0 and it is never retried.
   dropped?: 'queue_full';
+  // Added with the direct backstop: the copy in a partition stream this attempt sent (direct delivery), so
+  // that a final attempt whose max-deliveries advisory was lost is dead-lettered from it
+  // (src/deadletter/direct-backstop.ts). Absent for a queued delivery.
+  copy?: { stream: string; seq: number };
 }
 
 export async function ensureAttemptsStream(jsm: JetStreamManager, retrySchedule: number[], opts?: EnsureOptions): Promise<void> {

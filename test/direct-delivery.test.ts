@@ -17,6 +17,9 @@ import { deliveryAddress } from '../streams/deliveries.ts';
 import { ATTEMPTS_STREAM } from '../streams/attempts.ts';
 import { EVENTS_STREAM, partitionStream } from '../streams/events.ts';
 import { directFilters } from '../streams/direct.ts';
+import { openDeadLetter } from '../src/crypto/sodium.ts';
+import { parseOriginalMessage } from '../src/deadletter/sealed-message.ts';
+import { createDataKeys, DataKeyErasedError, isDataKeyErased, isSealedBody } from '../src/erasure/data-keys.ts';
 
 const PARTITIONS = 4;
 const ENV = { HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) };
@@ -138,9 +141,18 @@ test.serial('erasing a user reaches the event, its copy, the attempts of the end
   const id = (await h.store.create(TENANT, { url: r.url, events: ['organizationInvitation.created'] })).endpoint.id;
   const ack = await h.publish(TENANT, 'organizationInvitation.created', { userId: 'user_erased', organizationId: 'org_e' });
   await r.waitFor(3);
-  await eventually(async () => (await admin.listDeadLetters({ endpoint: id, status: 'dead' })).data[0], 30_000, 'dead letter');
+  const letter = await eventually(async () => (await admin.listDeadLetters({ endpoint: id, status: 'dead' })).data[0], 30_000, 'dead letter');
   const attempts = `attempts.${id}.${await webhookIdOf(ack.seq)}`;
   t.true(((await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: attempts })).state.subjects?.[attempts] ?? 0) > 0);
+  // The dead letter's body, as a backup of Postgres keeps it: sealed under the event's data key, as a
+  // queued delivery's, so destroying the user's key shreds it too. Opened here once, so this process holds the key.
+  const [{ sealed }] = await h.service.orm!.em.fork().execute<{ sealed: Buffer }[]>('select sealed from dead_letters where id = ?', [letter.id]) as [{ sealed: Buffer }];
+  const body = Buffer.from(parseOriginalMessage(openDeadLetter(h.keys.deadLetterPublicKey, h.keys.deadLetterSecretKey, new Uint8Array(sealed))).body_base64, 'base64');
+  t.true(isSealedBody(body), 'the dead letter\'s body is sealed under its data key');
+  const held = createDataKeys({ nc: h.service.nc, jsm: h.service.jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => held.close());
+  t.is(Buffer.from(await held.open(body)).toString('utf8'), r.received[0]!.body, 'and opens to the body sent');
+  t.deepEqual((await admin.showDeadLetter({ id: letter.id })).message.body, JSON.parse(r.received[0]!.body), 'shown opened');
 
   const out = await admin.eraseSubject({ tenant: TENANT, user: 'user_erased' });
   t.is(out.stores.events.erased + out.stores.unrouted_events.erased, 1);
@@ -149,6 +161,11 @@ test.serial('erasing a user reaches the event, its copy, the attempts of the end
   t.is(out.stores.dead_letters.erased, 1);
   t.is((await h.service.jsm.streams.info(ATTEMPTS_STREAM, { subjects_filter: attempts })).state.subjects?.[attempts] ?? 0, 0);
   t.deepEqual((await admin.listDeadLetters({ endpoint: id })).data, []);
+  // The copy a backup kept opens no more: in the process that held its key, nor in a fresh one.
+  await eventually(async () => (await Promise.resolve().then(() => held.open(body)).then(() => false, isDataKeyErased) ? true : undefined), 5_000, 'the key forgotten');
+  const fresh = createDataKeys({ nc: h.service.nc, jsm: h.service.jsm, masterKey: h.keys.masterKey });
+  t.teardown(() => fresh.close());
+  await t.throwsAsync(async () => fresh.open(body), { instanceOf: DataKeyErasedError });
 });
 
 test.serial('an endpoint\'s consumer follows its life: from its creation on, held while disabled, gone with it', async (t) => {

@@ -2,7 +2,8 @@
 // Copy first (seal + upsert), then remove the message from its work queue, then announce it on OPS, then
 // ack the advisory, so a crash at any step repeats the step instead of losing the message. The record is
 // keyed by endpoint and webhook-id: a repeated advisory (it can repeat after a server restart) finds the
-// record already there. A backstop (backstop.ts) finds the deliveries whose advisory was lost.
+// record already there. A backstop (backstop.ts; direct-backstop.ts for direct delivery's copies) finds the
+// deliveries whose advisory was lost.
 import { JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -20,6 +21,7 @@ import { describe } from '../errors.ts';
 import { captureMessage } from './sealed-message.ts';
 import { findSourceDeadLetter, storeDeadLetter, type DeadLetterRow } from './store.ts';
 import { startBackstop, type Death } from './backstop.ts';
+import { startDirectBackstop } from './direct-backstop.ts';
 import type { DeadLetterIdentity } from './tag.ts';
 import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
@@ -95,9 +97,12 @@ export async function startDeadLetterHandler(deps: {
   /**
    * Direct delivery: a dead copy of an event in a partition stream becomes the delivery it stood for (its
    * endpoint's delivery subject and headers, the body made from the event), so it is shown and replayed as
-   * any dead letter; the copy stays (the tenant's other endpoints read it).
+   * any dead letter; the copy stays (the tenant's other endpoints read it). `bodies` seals that body under
+   * its event's data key as the router seals a queued one (creating the key when the router never met the
+   * subject), so erasure shreds the dead letter and its backups alike; absent, it is kept plain
+   * (HOOKSTREAM_SEAL_DELIVERIES=0).
    */
-  direct?: { events: DirectEvents; shards: number } | undefined;
+  direct?: { events: DirectEvents; shards: number; bodies?: Pick<DataKeys, 'seal'> | undefined } | undefined;
 }): Promise<DeadLetterHandler> {
   const { js, jsm, orm, log, metrics } = deps;
   // An endpoint's first death is a warning, then one every 5 minutes; the rest at debug (each is stored,
@@ -147,7 +152,8 @@ export async function startDeadLetterHandler(deps: {
    * Dead-letter the message at `stream`/`seq`, dropped by its endpoint's consumer: copy (seal + upsert),
    * remove it from its work queue, then announce it. Every step is idempotent, so whoever calls it again
    * (a repeated or retried advisory, the backstop) repeats what did not happen. Returns false when the
-   * message was already gone and no record names it (dropped with a deleted endpoint).
+   * message was already gone and no record names it (dropped with a deleted endpoint; a direct copy
+   * erased), or was never sent.
    */
   async function bury(death: Death): Promise<boolean> {
     const original = await jsm.streams.getMessage(death.stream, { seq: death.seq }).catch((e: unknown) => {
@@ -155,9 +161,13 @@ export async function startDeadLetterHandler(deps: {
       throw e;
     });
     if (deps.direct && isPartitionStream(death.stream)) {
-      // Gone: its event was erased (or outlived EVENTS' week); an event the router refuses was never sent.
+      // Gone: its event was erased (or outlived its retention); an event the router refuses was never sent.
       const delivery = original && asDelivery(deps.direct, death.consumer, original);
-      if (delivery) await store(death, delivery, false);
+      if (!delivery) return false;
+      const sealer = deps.direct.bodies;
+      // As the router seals the body it queues (src/router/router.ts): under the key of the event's tenant and subjects.
+      if (sealer) delivery.data = await sealer.seal(delivery.header.get(DeliveryHeader.Tenant), deliveryData(delivery.plain), delivery.plain);
+      await store(death, delivery, false);
       return true;
     }
     if (!original) {
@@ -233,6 +243,10 @@ export async function startDeadLetterHandler(deps: {
   const backstop = deps.backstop && deps.backstop.intervalMs > 0
     ? startBackstop({ jsm, ...deps.backstop, bury, log, metrics })
     : undefined;
+  // Direct delivery's copies, found from their final attempt records (direct-backstop.ts).
+  const directBackstop = deps.direct && deps.backstop && deps.backstop.intervalMs > 0
+    ? startDirectBackstop({ jsm, orm, maxDeliver: deps.backstop.maxDeliver, intervalMs: deps.backstop.intervalMs, bury, log, metrics })
+    : undefined;
 
   const consumer = await js.consumers.get(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 64 });
@@ -252,6 +266,7 @@ export async function startDeadLetterHandler(deps: {
     done: loop,
     async stop() {
       await backstop?.stop();
+      await directBackstop?.stop();
       await messages.close();
       await loop;
     },

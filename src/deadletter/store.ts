@@ -140,6 +140,15 @@ on conflict (endpoint_id, webhook_id) do update set
   status = '${DeadLetterStatus.Dead}'
 returning (xmax = 0) as inserted, id, dead_count`;
 
+/** Of these deliveries (endpoint and webhook-id), those that have a dead letter, as `<endpoint> <webhook-id>`. */
+export async function deadLetterPairs(sql: Sql, deliveries: readonly { endpoint: string; webhookId: string }[]): Promise<Set<string>> {
+  if (deliveries.length === 0) return new Set();
+  const rows = await sql.execute<{ endpoint_id: string; webhook_id: string }[]>(
+    `select endpoint_id, webhook_id from dead_letters where (endpoint_id, webhook_id) in (${deliveries.map(() => '(?, ?)').join(', ')})`,
+    deliveries.flatMap((d) => [d.endpoint, d.webhookId]));
+  return new Set(rows.map((r) => `${r.endpoint_id} ${r.webhook_id}`));
+}
+
 /**
  * Store a dead letter, one per endpoint and webhook-id: a repeated advisory finds its record, a replay
  * that died again makes it `dead` again (dead_count + 1). `inserted` says whether the row is new.

@@ -3,6 +3,7 @@
 // for the consumer's backoff, or nak'd later for Retry-After or a rate limit) or give up (the last allowed
 // attempt: a plain nak, so the server raises the max-deliveries advisory at once and a dead letter follows).
 import { DeliveryHeader } from '../../streams/deliveries.ts';
+import { isPartitionStream } from '../../streams/events.ts';
 import { attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { EndpointStatus, liveSecrets, Ordering, type EndpointState, type SealedSecret } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -333,6 +334,7 @@ export function createAttempts(deps: {
       next_attempt_at: nextAt !== undefined ? new Date(nextAt).toISOString() : null,
       ...(retryAfterMs !== undefined ? { retry_after_ms: retryAfterMs } : {}),
       ...(plan && plan.by !== 'schedule' ? { next_attempt_by: plan.by } : {}),
+      ...(isPartitionStream(m.info.stream) ? { copy: { stream: m.info.stream, seq: m.seq } } : {}),
     });
     if (last) {
       metrics.dead.inc({ event });
