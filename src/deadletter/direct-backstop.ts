@@ -12,24 +12,26 @@
 // (an advisory being handled right now is not the backstop's); a final one of a copy whose delivery
 // (endpoint and webhook-id) has no dead letter row is handed to the same idempotent `bury`.
 //
-// Cheap when nothing is wrong: one stream info when no attempt failed since the last scan; otherwise one
-// read per new record (every endpoint's failures, not only the final ones) and one query for the final
-// ones, at most MAX_READ records a scan (the rest at the next). A process starts reading LOOKBACK_MS back:
-// a copy dead with its advisory lost while no dead-letter role ran for longer than that is missed.
-import { JetStreamApiCodes, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
+// Cheap when nothing is wrong: one stream info when no attempt failed since the last scan; otherwise the
+// new records (every endpoint's failures, not only the final ones) read in batches through an ordered
+// consumer, a request per batch (a tenant failing thousands of attempts a second must not keep the scan
+// behind at a request per record), and one query for the final ones, at most MAX_READ records a scan (the
+// rest at the next). A process starts reading LOOKBACK_MS back: a copy dead with its advisory lost while
+// no dead-letter role ran for longer than that is missed.
+import { DeliverPolicy, JetStreamApiCodes, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ATTEMPTS_STREAM, type AttemptRecord } from '../../streams/attempts.ts';
 import { isPartitionStream } from '../../streams/events.ts';
 import { isApiError } from '../../streams/ensure.ts';
-import { messagesOf } from '../erasure/by-subject.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { Death } from './backstop.ts';
 import { deadLetterPairs } from './store.ts';
 
-/** ATTEMPTS records read at most per scan. */
-export const MAX_READ = 20_000;
+/** ATTEMPTS records read at most per scan, and per request. */
+export const MAX_READ = 100_000;
+const BATCH = 1000;
 /** How far back a process's first scan reads. */
 export const LOOKBACK_MS = 3600_000;
 const ALL = 'attempts.>';
@@ -42,7 +44,7 @@ interface Final {
 }
 
 /** The final attempt of a direct copy, from an ATTEMPTS message; undefined for any other record. */
-function finalOfCopy(m: StoredMsg, maxDeliver: number): Final | undefined {
+function finalOfCopy(m: Pick<JsMsg, 'json'>, maxDeliver: number): Final | undefined {
   let r: AttemptRecord;
   try { r = m.json<AttemptRecord>(); } catch { return undefined; }
   if (r.dropped || !r.copy || !isPartitionStream(r.copy.stream) || !Number.isSafeInteger(r.copy.seq)) return undefined;
@@ -50,7 +52,26 @@ function finalOfCopy(m: StoredMsg, maxDeliver: number): Final | undefined {
   return { endpoint: r.endpoint, webhookId: r.webhook_id, record: r, copy: r.copy };
 }
 
+/** ATTEMPTS from `from` on, as many as there are now, in batches of one request each. */
+async function* attemptsFrom(js: JetStreamClient, from: number): AsyncGenerator<JsMsg> {
+  const consumer = await js.consumers.get(ATTEMPTS_STREAM, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+  try {
+    for (;;) {
+      let got = 0;
+      for await (const m of await consumer.fetch({ max_messages: BATCH, expires: 2000 })) {
+        got++;
+        yield m;
+        if (m.info.pending === 0) return;
+      }
+      if (got === 0) return;
+    }
+  } finally {
+    await consumer.delete().catch(() => {});
+  }
+}
+
 export function startDirectBackstop(deps: {
+  js: JetStreamClient;
   jsm: JetStreamManager;
   orm: MikroORM;
   /** retry schedule length + 1: an attempt record with this attempt number was the last one. */
@@ -94,8 +115,9 @@ export function startDirectBackstop(deps: {
     // Where the next scan starts: moved only once this one has buried what it found (a failure reads them again).
     let upTo = state.last_seq + 1;
     let read = 0;
-    for await (const m of messagesOf(jsm, ATTEMPTS_STREAM, ALL, Math.max(cursor, state.first_seq), state.last_seq)) {
+    for await (const m of attemptsFrom(deps.js, Math.max(cursor, state.first_seq))) {
       if (stopped) return;
+      if (m.seq > state.last_seq) break;
       if (m.time.getTime() > before || read >= MAX_READ) { upTo = m.seq; break; }
       read++;
       const f = finalOfCopy(m, deps.maxDeliver);

@@ -245,7 +245,7 @@ export async function startDeadLetterHandler(deps: {
     : undefined;
   // Direct delivery's copies, found from their final attempt records (direct-backstop.ts).
   const directBackstop = deps.direct && deps.backstop && deps.backstop.intervalMs > 0
-    ? startDirectBackstop({ jsm, orm, maxDeliver: deps.backstop.maxDeliver, intervalMs: deps.backstop.intervalMs, bury, log, metrics })
+    ? startDirectBackstop({ js, jsm, orm, maxDeliver: deps.backstop.maxDeliver, intervalMs: deps.backstop.intervalMs, bury, log, metrics })
     : undefined;
 
   const consumer = await js.consumers.get(ADVISORIES_STREAM, DEAD_LETTER_CONSUMER);
