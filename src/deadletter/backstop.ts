@@ -23,6 +23,7 @@ import { listConsumers } from '../../streams/ensure.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
+import { everyInterval } from './every-interval.ts';
 
 /** A dropped delivery to dead-letter: from an advisory, or found by the backstop. */
 export interface Death {
@@ -132,19 +133,12 @@ export function startBackstop(deps: {
     for (const d of diverged) deps.metrics.deliveryDivergence.set(d.count, { stream: d.stream, consumer: d.consumer });
   }
 
-  let running: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    running ??= scan()
-      .catch((e: unknown) => log.warn('dead-letter backstop scan failed; trying at the next interval', { reason: describe(e) }))
-      .finally(() => { running = undefined; });
-  }, deps.intervalMs);
-  timer.unref();
+  const scans = everyInterval(deps.intervalMs, scan, (e) => log.warn('dead-letter backstop scan failed; trying at the next interval', { reason: describe(e) }));
 
   return {
     async stop() {
       stopped = true;
-      clearInterval(timer);
-      await running;
+      await scans.stop();
     },
   };
 }

@@ -28,6 +28,7 @@ import type { Logger } from '../log.ts';
 import type { ServiceMetrics } from '../metrics.ts';
 import type { Death } from './backstop.ts';
 import { deadLetterPairs } from './store.ts';
+import { everyInterval } from './every-interval.ts';
 
 /** ATTEMPTS records read at most per scan, and per request. */
 export const MAX_READ = 100_000;
@@ -136,19 +137,12 @@ export function startDirectBackstop(deps: {
     if (!stopped) cursor = upTo;
   }
 
-  let running: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    running ??= scan()
-      .catch((e: unknown) => deps.log.warn('direct dead-letter backstop scan failed; trying at the next interval', { reason: describe(e) }))
-      .finally(() => { running = undefined; });
-  }, deps.intervalMs);
-  timer.unref();
+  const scans = everyInterval(deps.intervalMs, scan, (e) => deps.log.warn('direct dead-letter backstop scan failed; trying at the next interval', { reason: describe(e) }));
 
   return {
     async stop() {
       stopped = true;
-      clearInterval(timer);
-      await running;
+      await scans.stop();
     },
   };
 }
