@@ -152,7 +152,6 @@ export function createDeliveryStates(deps: {
       : { kind: 'held', where: `handed out by the endpoint's consumer of ${stream} (direct delivery) and not acked yet`, at };
   }
 
-  /** Whether a rate-limited endpoint's consumer has every slot taken (its backlog waits on the limit). */
   /** Whether the endpoint's rate-limit window is full now (its tokens, streams/rate-limits.ts). */
   async function windowFull(endpoint: string, perSecond: number): Promise<boolean> {
     let tokens = 0;
