@@ -25,8 +25,13 @@ export interface ProducerClaims {
 /** nats-server's answer to a publish whose expected last subject sequence is not the subject's. */
 const WRONG_LAST_SEQUENCE = 10071;
 const EVENT_SEQ_HEADER = 'hookstream-event-seq';
-/** Tries of a claim that other processes keep changing under it before it is taken as held. */
-const TRIES = 3;
+/**
+ * Tries of a claim that other processes keep changing under it before it is sent unheld. Each failed try
+ * means another claim was written since this one's read, and a mark is written at most once per event
+ * that claims it (first, or taking it over from a later one): ten covers ten publishes of one id read at
+ * once. Too few left the mark with a later event in tests (six processes at once, three tries).
+ */
+const TRIES = 10;
 /** Marks kept known in this process: an event's endpoints read it within moments of each other. */
 const KEPT = 65_536;
 const EMPTY = new Uint8Array(0);
