@@ -4,7 +4,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { createDirectEvents } from '../src/delivery/direct-events.ts';
+import { createDirectEvents, KEPT_BYTES } from '../src/delivery/direct-events.ts';
 import { createWebhookIdCodec } from '../src/domain/webhook-id.ts';
 import { DEFAULT_EVENT_LIMITS } from '../src/domain/event-data.ts';
 import { scopedProducerId } from '../src/domain/producer-id.ts';
@@ -50,6 +50,22 @@ test('the body and webhook-id are the router\'s, made once per event; an event t
   const noSource = copy(46, 'events.t_a.2.user.updated', { userId: 'user_1' });
   noSource.headers.delete('Nats-Stream-Source');
   t.is(direct.of(noSource), undefined, 'not a copy nats-server made');
+});
+
+test('what is kept made is bounded by bytes too: events of the largest size push the oldest out (made again if asked)', (t) => {
+  const own = createDirectEvents({ webhookIds, epochMs: EPOCH, limits: DEFAULT_EVENT_LIMITS });
+  const big = { userId: 'user_1', name: 'x'.repeat(200 * 1024) };
+  const first = own.of(copy(1, 'events.t_a.2.user.created', big))!;
+  t.is(own.of(copy(1, 'events.t_a.2.user.created', big)), first, 'kept while the budget holds it');
+  // Past the byte budget by one event, far below the count bound.
+  const fill = Math.ceil(KEPT_BYTES / first.body.byteLength);
+  for (let seq = 2; seq <= fill + 1; seq++) own.of(copy(seq, 'events.t_a.2.user.created', big));
+  const again = own.of(copy(1, 'events.t_a.2.user.created', big))!;
+  t.not(again, first, 'pushed out, so made again');
+  t.is(again.webhookId, first.webhookId);
+  // Small events of the same process are kept as before.
+  const small = own.of(copy(9_000, 'events.t_a.2.user.created', { userId: 'user_2' }))!;
+  t.is(own.of(copy(9_000, 'events.t_a.2.user.created', { userId: 'user_2' })), small);
 });
 
 test('a copy names the producer\'s id scoped to its tenant, and no id when the producer set none', (t) => {

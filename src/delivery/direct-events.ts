@@ -37,9 +37,15 @@ export interface DirectEvents {
 
 /** Events kept made in this process: an event's endpoints pull it within moments of each other. */
 const KEPT = 4096;
+/**
+ * And their bodies' bytes at most: a tenant publishing events of the largest size would otherwise have
+ * 4,096 of them (up to 2 GB) kept in every delivery process. An event pushed out is made again if asked.
+ */
+export const KEPT_BYTES = 32 * 1024 * 1024;
 
 export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: number; limits: EventLimits }): DirectEvents {
   const kept = new Map<number, DirectEvent | null>();
+  let keptBytes = 0;
 
   function make(seq: number, m: Pick<PulledMsg, 'subject' | 'data' | 'headers'>): DirectEvent | null {
     const parsed = parseEvent(m.subject, m.data, deps.limits);
@@ -69,8 +75,13 @@ export function createDirectEvents(deps: { webhookIds: WebhookIdCodec; epochMs: 
       let e = kept.get(seq);
       if (e === undefined) {
         e = make(seq, m);
-        if (kept.size >= KEPT) kept.delete(kept.keys().next().value!);
         kept.set(seq, e);
+        keptBytes += e?.body.byteLength ?? 0;
+        while (kept.size > KEPT || keptBytes > KEPT_BYTES) {
+          const [oldest, made] = kept.entries().next().value!;
+          kept.delete(oldest);
+          keptBytes -= made?.body.byteLength ?? 0;
+        }
       }
       return e ?? undefined;
     },
