@@ -44,7 +44,8 @@ import { atMost, runStops } from './supervisor/stops.ts';
 import { createRoleSupervisor } from './supervisor/roles.ts';
 import { createEndpoints, type Endpoints } from './endpoints/index.ts';
 import { createApi } from './api/app.ts';
-import { createTenantLimitsStore } from './tenants/limits.ts';
+import { createTenantLimitsReader, createTenantLimitsStore } from './tenants/limits.ts';
+import pg from 'pg';
 import { withTenantQuotas } from './tenants/quotas.ts';
 import { createTestEvents } from './endpoints/test-event.ts';
 import { createOpsEvents } from './ops/events.ts';
@@ -292,7 +293,10 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (endpoints) stops.push(() => endpoints.store.flush());
 
     // The tenants' limits as every role reads them (a copy in memory, reloaded from Postgres every few seconds).
-    const tenantLimits = orm ? createTenantLimitsStore(orm, { log }) : undefined;
+    // A router or delivery process with no role of the ORM reads them through one pooled connection of its
+    // own, never waiting for it: the defaults apply until Postgres answers.
+    const limitsStore = orm ? createTenantLimitsStore(orm, { log }) : undefined;
+    const tenantLimits = limitsStore ?? (roles.has('router') || roles.has('delivery') ? limitsReader(config.databaseUrl, log, stops) : undefined);
 
     if (roles.has('delivery') && directory && publisher && endpoints) {
       tracing.forwardTraceparent = config.forwardTraceparent;
@@ -321,7 +325,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         nc, js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
         limits: eventLimits, leaders, ops: opsEvents,
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher, deliveriesOnly: config.eventPartitions > 0 }), attemptLog: attemptRecorder,
-        // The tenants' events a second and queued deliveries; a router without Postgres applies the defaults.
+        // The tenants' events a second and queued deliveries (the defaults while Postgres has not answered).
         ...(tenantLimits ? { tenantLimits } : {}),
         ...(config.sealDeliveries ? { bodies: dataKeys } : {}),
       }), (started) => { router = started; });
@@ -335,7 +339,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const local = projector;
       const waitForProjection = local ? (seq: number) => local.waitFor(seq) : (seq: number) => waitForCheckpoint(db, ENDPOINTS_PROJECTION, seq);
       // The tenants' quotas on their endpoint commands, for the API and the portal alike.
-      const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: tenantLimits ?? createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
+      const tenantStore = withTenantQuotas(endpoints.store, { orm: db, limits: limitsStore ?? createTenantLimitsStore(db, { log }), hits: metrics.tenantLimitHits });
       const testEvents = createTestEvents({ js, shards: config.deliveryShards, store: tenantStore, write: tenantStore.write });
       const portal = createPortal({
         orm: db, store: tenantStore, waitForProjection, checkUrl: endpoints.checkUrl, frameAncestors: config.portalFrameAncestors,
@@ -394,4 +398,13 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     await stopAll(true);
     throw e;
   }
+}
+
+/** The tenants' limits read from Postgres through a pool of one connection (closed at stop). */
+function limitsReader(databaseUrl: string, log: Logger, stops: (() => Promise<void>)[]) {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
+  // An idle connection's error (Postgres restarted) is the pool's to replace, not the process's to die of.
+  pool.on('error', () => {});
+  stops.push(() => pool.end());
+  return createTenantLimitsReader((sql) => pool.query(sql), { log });
 }

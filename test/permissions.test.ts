@@ -30,6 +30,7 @@ import { scopedProducerId } from '../src/domain/producer-id.ts';
 import { createAckedPublisher } from '../src/nats/acked-publisher.ts';
 import { createNextBySubject } from '../src/nats/next-by-subject.ts';
 import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
+import { DELIVERY_INSTANCES_PREFIX, startDeliveryInstances } from '../src/delivery/delivery-instances.ts';
 
 let PASSWORDS: { publisher: string; service: string; operator: string; admin: string };
 
@@ -211,6 +212,23 @@ test.serial('the service user claims producer ids (direct delivery\'s PRODUCER_I
   t.is(await createProducerClaims({ publisher: acked, reads, log: createLogger({ write: (l) => void warned.push(l) }) }).holder(id, 9), 7, 'read back from the mark');
   t.deepEqual(warned, [], 'claimed, not sent for want of a claim');
   t.truthy(await refused(jetstream(publisher).publish(producerIdSubject(id), '', { timeout: 5000 })), 'a producer cannot claim an id');
+});
+
+test.serial('delivery instances hear each other as the service user (a tenant\'s rate is shared by them); a producer cannot pose as one', async (t) => {
+  const log = createLogger({ write: () => {} });
+  const ncs = await Promise.all([1, 2].map(() => connect({ servers: nats.url, user: 'service', pass: PASSWORDS.service, inboxPrefix: SERVICE_INBOX_PREFIX })));
+  const [a, b] = ncs.map((nc) => startDeliveryInstances({ nc, log, heartbeatMs: 200 }));
+  t.teardown(async () => { a!.stop(); b!.stop(); await Promise.all(ncs.map((nc) => nc.close())); });
+  await eventually(() => (a!.count() === 2 && b!.count() === 2) || undefined, 5000, 'each to hear the other');
+  // Forged heartbeats from the producers' account: refused there, and never heard in the service's.
+  for (let i = 0; i < 20; i++) publisher.publish(`${DELIVERY_INSTANCES_PREFIX}${i.toString(16).padStart(16, '0')}`);
+  await publisher.flush().catch(() => {});
+  await new Promise((r) => setTimeout(r, 500));
+  t.is(a!.count(), 2, 'no producer counts as an instance');
+  b!.stop();
+  t.is(a!.count(), 2, 'still counted within its last heartbeats');
+  await eventually(() => a!.count() === 1 || undefined, 5000, 'the stopped instance to be forgotten');
+  t.pass('a stopped instance is forgotten after its heartbeats stop');
 });
 
 test('the publisher cannot reach admin.>', async (t) => {

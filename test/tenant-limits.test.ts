@@ -1,12 +1,14 @@
 // Per-tenant quotas (src/tenants/limits.ts) against a real Postgres: defaults, overrides per tenant and
 // of the defaults, back to the default with null, the audit row, the copy in memory following a set
-// made elsewhere (another process) once it is reloaded, and `hookstream tenants limits set|show`.
+// made elsewhere (another process) once it is reloaded, `hookstream tenants limits set|show`, and the
+// read-only copy of a router or delivery process over a plain pg pool.
 import test from 'ava';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { openDatabase, closeDatabase, type Database } from '../src/db/orm.ts';
-import { createTenantLimitsStore, DEFAULT_TENANT_LIMITS, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
+import { createTenantLimitsReader, createTenantLimitsStore, DEFAULT_TENANT_LIMITS, DEFAULTS_TENANT } from '../src/tenants/limits.ts';
+import pg from 'pg';
 import type { TenantId } from '../src/domain/ids.ts';
-import { silentLogger } from '../src/log.ts';
+import { createLogger, silentLogger } from '../src/log.ts';
 import { runCli } from './helpers/cli.ts';
 
 let db: TestDatabase;
@@ -101,4 +103,23 @@ test('hookstream tenants limits set|show: overrides, back to the default, refuse
   const audit = await orm.em.fork().execute<{ operator: string; detail: string }[]>(
     "select operator, detail from audit_log where action = 'tenant.limits_set' and target = 'hooli' order by id");
   t.deepEqual(audit.map((a) => [a.operator, a.detail]), [['ops-carol', 'endpoints=7 events_per_second=50'], ['ops-carol', 'endpoints=default']]);
+});
+
+test('a router or delivery process reads the overrides over a plain pool, and the defaults while Postgres does not answer', async (t) => {
+  const C = 'umbrella' as TenantId;
+  await createTenantLimitsStore(orm).set(C, { eventsPerSecond: 12 }, 'ops-alice');
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  t.teardown(() => pool.end());
+  const reader = createTenantLimitsReader((sql) => pool.query(sql));
+  t.is((await reader.get(C)).eventsPerSecond, 12);
+  t.is(reader.current('other' as TenantId).eventsPerSecond, DEFAULT_TENANT_LIMITS.eventsPerSecond);
+
+  // Nothing listens there: the defaults, without an exception, and a warning rather than a crash.
+  const away = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none', max: 1, connectionTimeoutMillis: 500 });
+  t.teardown(() => away.end());
+  const lines: string[] = [];
+  const unread = createTenantLimitsReader((sql) => away.query(sql), { log: createLogger({ write: (l) => void lines.push(l) }) });
+  t.deepEqual(await unread.get(C), DEFAULT_TENANT_LIMITS);
+  t.is(lines.length, 1);
+  t.regex(lines[0]!, /tenant limits not reloaded; using the last known/);
 });

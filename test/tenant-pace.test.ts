@@ -46,3 +46,26 @@ test('the default limit without a limits store', (t) => {
   const pace = createTenantPaces({}).of('tenant_q');
   t.is(pace.available(), DEFAULT_TENANT_LIMITS.eventsPerSecond);
 });
+
+test('shared by the delivery instances alive: each paces at its share, at least one copy when the share is below one a second', (t) => {
+  let now = 0;
+  let instances = 3;
+  const limits: TenantLimits = { ...DEFAULT_TENANT_LIMITS, eventsPerSecond: 30 };
+  const pace = createTenantPaces({ limits: { current: () => limits }, instances: () => instances, now: () => now }).of('tenant_s');
+  t.is(pace.available(), 10, 'a third of a second\'s worth');
+  for (let i = 0; i < 10; i++) pace.spend();
+  now += 1000;
+  t.is(pace.available(), 10, 'a third of the rate');
+  instances = 1;
+  now += 1000;
+  t.is(pace.available(), 30, 'alone again: the whole rate');
+  limits.eventsPerSecond = 1;
+  instances = 4;
+  const slow = createTenantPaces({ limits: { current: () => limits }, instances: () => instances, now: () => now }).of('tenant_s');
+  t.is(slow.available(), 1, 'a share of a quarter a second still comes out');
+  slow.spend();
+  t.is(slow.available(), 0);
+  t.is(slow.wait(), 4000, 'its next copy in four seconds');
+  now += 4000;
+  t.is(slow.available(), 1);
+});

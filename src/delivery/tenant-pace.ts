@@ -3,8 +3,9 @@
 // directly is paced where it pulls instead: each of its lanes is handed at most the tenant's rate of copies a
 // second (a token bucket of one second's worth, as the router's), and what is over it waits at the server,
 // unpulled, in the endpoint's consumer. So a tenant's flood reaches each of its endpoints at its rate, as it
-// did through the router, whatever its neighbours do. Per process: N delivery instances hand out up to N
-// times the rate (the router's drain holds a flooding tenant to one router; here nothing is shared).
+// did through the router, whatever its neighbours do. Every delivery instance pulls every endpoint's
+// consumer, so each paces it at its share of the rate: the rate over the instances it hears from
+// (src/delivery/delivery-instances.ts).
 import type { TenantId } from '../domain/ids.ts';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from '../tenants/limits.ts';
 
@@ -24,21 +25,25 @@ export function createTenantPaces(deps: {
   limits?: { current(tenant: TenantId): TenantLimits } | undefined;
   /** Counted once each time a lane starts waiting for its tenant's rate. */
   hits?: { inc(): void };
+  /** Delivery instances the rate is shared by (1 without). */
+  instances?: () => number;
   now?: () => number;
 }): { of(tenant: string): Pace } {
   const now = deps.now ?? (() => performance.now());
-  const rateOf = (tenant: string) => (deps.limits?.current(tenant as TenantId) ?? DEFAULT_TENANT_LIMITS).eventsPerSecond;
+  const rateOf = (tenant: string) => (deps.limits?.current(tenant as TenantId) ?? DEFAULT_TENANT_LIMITS).eventsPerSecond / Math.max(1, deps.instances?.() ?? 1);
+  // A second's worth, and at least one copy (a share below one a second still comes out).
+  const capacity = (rate: number) => (rate > 0 ? Math.max(1, rate) : 0);
 
   return {
     of(tenant) {
       let rate = rateOf(tenant);
-      let tokens = rate;
+      let tokens = capacity(rate);
       let at = now();
       let waiting = false;
       const refill = () => {
         const t = now();
         rate = rateOf(tenant);
-        tokens = Math.min(rate, tokens + ((t - at) * rate) / 1000);
+        tokens = Math.min(capacity(rate), tokens + ((t - at) * rate) / 1000);
         at = t;
       };
       return {

@@ -28,6 +28,7 @@ import type { DirectEvents } from './direct-events.ts';
 import { createProducerClaims } from './producer-claims.ts';
 import { createOrderingCutoffs } from './ordering-cutoffs.ts';
 import { createTenantPaces } from './tenant-pace.ts';
+import { startDeliveryInstances } from './delivery-instances.ts';
 import type { TenantLimits } from '../tenants/limits.ts';
 import type { TenantId } from '../domain/ids.ts';
 import { startEndpointConsumers, type DeliveryOptions } from './consumers.ts';
@@ -117,6 +118,8 @@ export async function startDelivery(deps: {
     claims: deps.directEvents && createProducerClaims({ publisher: deps.publisher, reads: heads, log }),
     cutoffs: deps.directEvents && createOrderingCutoffs({ jsm: deps.jsm }),
   });
+  // Direct delivery: a tenant's events_per_second is shared by the instances pulling its endpoints' consumers.
+  const instances = deps.directEvents ? startDeliveryInstances({ nc: deps.nc, log }) : undefined;
   const feeds = createPullFeeds(deps.nc, { expiresMs: PULL_EXPIRES_MS, heartbeatMs: PULL_HEARTBEAT_MS, inboxPrefix: deps.inboxPrefix, log });
   const loops = createPullLoops({
     feeds, attempt: attempts.attempt, inFlight, retries, maxInFlight: options.maxInFlight, recentAcks, log,
@@ -130,7 +133,7 @@ export async function startDelivery(deps: {
     jsm: deps.jsm, directory: deps.directory, loops, options, leaders: deps.leaders, log,
     onRetired: (id) => { retries.forget(id); attempts.forget(id); rates.forget(id); },
     gateFor: (id, stream) => createKeyGate({ heads: keyHeads, stream, floor, recentAcks, inFlight, endpoint: id, log }),
-    ...(deps.directEvents ? { paceFor: createTenantPaces({ limits: deps.tenantLimits, hits: { inc: () => deps.metrics.tenantLimitHits.inc({ limit: 'events_per_second' }) } }).of } : {}),
+    ...(instances ? { paceFor: createTenantPaces({ limits: deps.tenantLimits, instances: instances.count, hits: { inc: () => deps.metrics.tenantLimitHits.inc({ limit: 'events_per_second' }) } }).of } : {}),
   });
   // Sampled rather than kept exact on the hot path: held deliveries are bounded by the lanes (issue 17).
   let ticks = 0;
@@ -148,6 +151,7 @@ export async function startDelivery(deps: {
     running: () => consumers.running(),
     async stop() {
       clearInterval(gauges);
+      instances?.stop();
       stopRetryNow();
       await consumers.stop();
       feeds.stop();

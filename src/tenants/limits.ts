@@ -98,8 +98,8 @@ export function limitValueProblem(value: unknown): string | undefined {
 /** A copy older than this is reloaded before it answers (a database that stays down leaves the last one in use). */
 const MUST_RELOAD_MS = 60_000;
 
-/** `orm`: the ORM, or (the command line) one EntityManager as `{ em }`. */
-export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): TenantLimitsStore {
+/** What a process holds of the limits: every override in memory, reloaded every `refreshMs` by `read`. */
+function limitsCopy(read: () => Promise<Row[]>, opts: { refreshMs?: number; log?: Logger; now?: () => number }) {
   const refreshMs = opts.refreshMs ?? 5_000;
   const now = opts.now ?? (() => performance.now());
   let overrides = new Map<string, Partial<TenantLimits>>();
@@ -108,7 +108,7 @@ export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }
   let warned = false;
 
   const load = async () => {
-    const rows = await orm.em.fork().execute<Row[]>('select * from tenant_limits');
+    const rows = await read();
     overrides = new Map(rows.map((r) => [r.tenant, overrideOf(r).limits]));
     loadedAt = now();
     warned = false;
@@ -123,15 +123,37 @@ export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }
   const compose = (tenant: string): TenantLimits => ({ ...DEFAULT_TENANT_LIMITS, ...overrides.get(DEFAULTS_TENANT), ...overrides.get(tenant) });
 
   return {
-    async get(tenant) {
+    load, refresh, compose,
+    async get(tenant: TenantId): Promise<TenantLimits> {
       if (now() - loadedAt >= MUST_RELOAD_MS) await refresh();
       else if (stale()) void refresh();
       return compose(tenant);
     },
-    current(tenant) {
+    current(tenant: TenantId): TenantLimits {
       if (stale()) void refresh();
       return compose(tenant);
     },
+  };
+}
+
+const SELECT_ALL = 'select * from tenant_limits';
+
+/**
+ * The limits alone, read through one plain query (`query`: a pg pool's), for a router or delivery process
+ * that runs no role with the ORM: until the database answers (or while it is away), the defaults or the
+ * last copy apply, and nothing waits for it.
+ */
+export function createTenantLimitsReader(query: (sql: string) => Promise<{ rows: unknown[] }>, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): Pick<TenantLimitsStore, 'get' | 'current' | 'refresh'> {
+  const { get, current, refresh } = limitsCopy(async () => (await query(SELECT_ALL)).rows as Row[], opts);
+  return { get, current, refresh };
+}
+
+/** `orm`: the ORM, or (the command line) one EntityManager as `{ em }`. */
+export function createTenantLimitsStore(orm: { em: Pick<EntityManager, 'fork'> }, opts: { refreshMs?: number; log?: Logger; now?: () => number } = {}): TenantLimitsStore {
+  const { load, refresh, compose, get, current } = limitsCopy(() => orm.em.fork().execute<Row[]>(SELECT_ALL), opts);
+
+  return {
+    get, current,
     async set(tenant, partial, operator) {
       const keys = TENANT_LIMITS.filter((k) => partial[k] !== undefined);
       if (keys.length === 0) throw new RangeError('no limit to set');
