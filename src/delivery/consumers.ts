@@ -24,6 +24,7 @@ import type { Logger } from '../log.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { PullLoop, PullLoops } from './pull-loop.ts';
 import type { Pace } from './tenant-pace.ts';
+import type { DirectWindow } from './direct-window.ts';
 import type { KeyGate } from './ordered-gate.ts';
 
 export interface DeliveryOptions {
@@ -34,8 +35,12 @@ export interface DeliveryOptions {
   maxQueued: number;
   /** HOOKSTREAM_REPLICAS for the endpoints' consumers; absent leaves existing consumers as they are. */
   replicas?: number;
-  /** Direct delivery: HOOKSTREAM_EVENT_PARTITIONS, and when it started (EVENTS' metadata, streams/events.ts). */
-  direct?: { partitions: number; since: number };
+  /**
+   * Direct delivery: HOOKSTREAM_EVENT_PARTITIONS, when it started (EVENTS' metadata, streams/events.ts),
+   * and its window as this process knows it (src/delivery/direct-window.ts): once it is turned off, no
+   * direct consumer is made and each is deleted once drained past the switch-off.
+   */
+  direct?: { partitions: number; since: number; window: DirectWindow };
 }
 
 export interface EndpointConsumers {
@@ -153,14 +158,25 @@ export async function startEndpointConsumers(deps: {
     await jsm.streams.purge(address.stream, { filter: keyedSubjects(id, options.shards) });
   }
 
+  /** Direct delivery's switch-off time, once this process knows it was written (streams/events.ts). */
+  const directUntil = (): number | undefined => options.direct?.window.current()?.directUntil;
+
   /**
    * An endpoint's second consumer it no longer needs is deleted once it holds nothing (pending or
    * ack-pending); until then its loop delivers what it holds, in order. Issue 21: the keyed consumer of an
    * endpoint whose ordering is `none` again; direct delivery: the direct consumer of one now ordered (the
-   * routers queue its deliveries again).
+   * routers queue its deliveries again), and every direct consumer once direct delivery is turned off
+   * (the routers queue every event stored from `until` on; its copies of those are acked unsent).
    */
   const unneeded = (state: EndpointState | undefined, which: 'keyed' | 'direct'): state is EndpointState =>
-    state?.status === EndpointStatus.Active && (state.ordering === Ordering.Key) === (which === 'direct');
+    state?.status === EndpointStatus.Active && ((state.ordering === Ordering.Key) === (which === 'direct') || (which === 'direct' && directUntil() !== undefined));
+  /** Past its switch by the grace: nothing from before it is still on its way to the consumer. */
+  const settled = (state: EndpointState, which: 'keyed' | 'direct'): boolean => {
+    const now = Date.now();
+    const until = which === 'direct' ? directUntil() : undefined;
+    if (until !== undefined && now - until > DRAIN_GRACE_MS) return true;
+    return (state.ordering === Ordering.Key) === (which === 'direct') && now - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
+  };
   async function drain(id: EndpointId, which: 'keyed' | 'direct'): Promise<void> {
     // Read when its turn in the endpoint's chain comes: a reconcile before it may have changed it back.
     const state = directory.get(id);
@@ -172,8 +188,7 @@ export async function startEndpointConsumers(deps: {
       if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
       throw e;
     });
-    const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
-    if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
+    if (ci && !(settled(state, which) && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
     const [loops, exists] = which === 'keyed' ? [keyedLoops, keyedExists] : [directLoops, directExists];
     const running = loops.get(state.id);
     loops.delete(state.id);
@@ -182,7 +197,19 @@ export async function startEndpointConsumers(deps: {
     if (ci) await deleteConsumer(address.stream, address.consumer);
     exists.delete(state.id);
     if (which === 'direct') directFiltered.delete(state.id);
-    log.info(`${which} consumer of an endpoint ${which === 'keyed' ? 'no longer' : 'now'} ordered deleted: it held nothing`, { endpoint: state.id });
+    const why = which === 'keyed' ? 'of an endpoint no longer ordered' : state.ordering === Ordering.Key ? 'of an endpoint now ordered' : 'of direct delivery turned off';
+    log.info(`${which} consumer ${why} deleted: it held nothing`, { endpoint: state.id });
+  }
+
+  /**
+   * Where a new direct consumer starts; undefined: none is made, direct delivery being turned off (the
+   * routers queue whatever it would have read, or already did, once this time has passed).
+   */
+  async function directFrom(state: EndpointState, direct: NonNullable<DeliveryOptions['direct']>): Promise<number | undefined> {
+    const window = direct.window.current();
+    const start = await directStart(jsm, state, window?.directSince ?? direct.since);
+    const until = window?.directUntil;
+    return until !== undefined && (Date.now() >= until || start >= until) ? undefined : start;
   }
 
   /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
@@ -191,7 +218,7 @@ export async function startEndpointConsumers(deps: {
     const filtered = state.events.join();
     if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
-    await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state, direct.since), knownDirect.get(state.id));
+    if (!await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directFrom(state, direct), knownDirect.get(state.id))) return;
     directExists.add(state.id);
     directFiltered.set(state.id, filtered);
     if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;
