@@ -137,11 +137,22 @@ test.serial('turned off, it can be turned on again once its window is drained: a
   t.is(again.directUntil, undefined, 'the switch-off is gone');
   t.true(again.directSince! >= at + DIRECT_UNTIL_LEAD_MS, 'the new start is written ahead, as the switch-off was');
   // Stored before the new start: the routers queue it to every endpoint, as they did since the switch-off.
+  t.timeout(120_000);
   const r = await h.receiver();
-  await h.store.create(TENANTS[0]!, { url: r.url, events: ['user.*'] });
+  const id = (await h.store.create(TENANTS[0]!, { url: r.url, events: ['user.*'] })).endpoint.id;
   await sleep(500);
   await h.publish(TENANTS[0]!, 'user.updated', { n: 2_000_000 });
   await r.waitFor(1);
   await sleep(1000);
-  t.deepEqual(r.received.map(idOf), [2_000_000]);
+  t.deepEqual(r.received.map(idOf), [2_000_000], 'once, queued');
+  // From the new start on, through the endpoint's direct consumer, made when that start came.
+  const stream = partitionStream(tenantPartition(TENANTS[0]!, PARTITIONS));
+  t.is(await handedOut(stream, id), 0, 'no direct consumer yet, or one that handed out nothing');
+  await sleep(Math.max(0, again.directSince! - Date.now() + 500));
+  await eventually(() => h.service.jsm.consumers.info(stream, id).catch(() => undefined), 10_000, 'its direct consumer');
+  await h.publish(TENANTS[0]!, 'user.updated', { n: 2_000_001 });
+  await r.waitFor(2);
+  await sleep(1000);
+  t.deepEqual(r.received.map(idOf), [2_000_000, 2_000_001]);
+  t.is(await handedOut(stream, id), 1, 'the second through its direct consumer');
 });

@@ -14,7 +14,7 @@ import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
 import { ensureConsumer, isApiError, listConsumers } from '../../streams/ensure.ts';
-import { directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
+import { DIRECT_START_SLACK_MS, directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
 import { partitionStream } from '../../streams/events.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -85,6 +85,8 @@ export async function startEndpointConsumers(deps: {
   const directLoops = new Map<EndpointId, Running>();
   const directExists = new Set<EndpointId>();
   const knownDirect = new Map<string, ConsumerConfig>();
+  // Direct consumers to be made when direct delivery, turned on again, starts.
+  const startingLater = new Set<EndpointId>();
   // The `events` each direct consumer was last set to filter.
   const directFiltered = new Map<EndpointId, string>();
   // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
@@ -218,6 +220,17 @@ export async function startEndpointConsumers(deps: {
     const filtered = state.events.join();
     if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
+    // Turned on again, direct delivery starts ahead (streams/events.ts): a consumer made now would start
+    // at once (nats-server resolves a start time still to come to the stream's next message), so it is
+    // made when its start comes.
+    const startsIn = (direct.window.current()?.directSince ?? direct.since) - DIRECT_START_SLACK_MS - Date.now();
+    if (startsIn > 0 && !directExists.has(state.id)) {
+      if (startingLater.has(state.id)) return;
+      startingLater.add(state.id);
+      const later = setTimeout(() => { startingLater.delete(state.id); if (!stopping) void reconcile(state.id); }, startsIn + 100);
+      later.unref();
+      return;
+    }
     if (!await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directFrom(state, direct), knownDirect.get(state.id))) return;
     directExists.add(state.id);
     directFiltered.set(state.id, filtered);
