@@ -190,8 +190,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     const drained = async (until: number | undefined) =>
       until !== undefined && Date.now() >= until + DIRECT_DRAIN_GRACE_MS && (await countDirectConsumers(jsm, config.eventPartitions)) === 0;
     const directRuns = start.directSince !== undefined && (config.directDelivery || !(await drained(start.directUntil)));
-    const direct = directRuns && start.directSince !== undefined && webhookIds && directWindow
-      ? { since: start.directSince, window: directWindow, events: createDirectEvents({ webhookIds, epochMs: start.epochMs, limits: eventLimits }) }
+    const direct = directRuns && start.directSince !== undefined && webhookIds
+      ? { since: start.directSince, events: createDirectEvents({ webhookIds, epochMs: start.epochMs, limits: eventLimits }) }
       : undefined;
     // Direct delivery was on once: the partition streams' consumers count in backlogs and delivery states.
     const directEver = start.directSince !== undefined;
@@ -335,7 +335,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         attemptLog: attemptRecorder, bodies: dataKeys,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
           maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas,
-          ...(direct ? { direct: { partitions: config.eventPartitions, since: direct.since, window: direct.window } } : {}) },
+          ...(direct && directWindow ? { direct: { partitions: config.eventPartitions, since: direct.since, window: directWindow } } : {}) },
         ...(direct ? { directEvents: direct.events, tenantLimits } : {}),
         log: log.child({ role: 'delivery' }), metrics,
       });
