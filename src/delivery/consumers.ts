@@ -171,14 +171,18 @@ export async function startEndpointConsumers(deps: {
    * (the routers queue every event stored from `until` on; its copies of those are acked unsent).
    */
   const unneeded = (state: EndpointState | undefined, which: 'keyed' | 'direct'): state is EndpointState =>
-    state?.status === EndpointStatus.Active && ((state.ordering === Ordering.Key) === (which === 'direct') || (which === 'direct' && directUntil() !== undefined));
-  /** Past its switch by the grace: nothing from before it is still on its way to the consumer. */
-  const settled = (state: EndpointState, which: 'keyed' | 'direct'): boolean => {
-    const now = Date.now();
-    const until = which === 'direct' ? directUntil() : undefined;
-    if (until !== undefined && now - until > DRAIN_GRACE_MS) return true;
-    return (state.ordering === Ordering.Key) === (which === 'direct') && now - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
+    state?.status === EndpointStatus.Active && ((state.ordering === Ordering.Key) === (which === 'direct') || (which === 'direct' && turnedOffLongAgo()));
+  /**
+   * Direct delivery turned off, and `until` past by the grace: no copy of an event stored before it is
+   * still on its way into a partition stream (looked at no sooner: one consumer info per endpoint a check).
+   */
+  const turnedOffLongAgo = (): boolean => {
+    const until = directUntil();
+    return until !== undefined && Date.now() - until > DRAIN_GRACE_MS;
   };
+  /** Past its switch by the grace: nothing from before it is still on its way to the consumer. */
+  const settled = (state: EndpointState, which: 'keyed' | 'direct'): boolean =>
+    (which === 'direct' && turnedOffLongAgo()) || Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
   async function drain(id: EndpointId, which: 'keyed' | 'direct'): Promise<void> {
     // Read when its turn in the endpoint's chain comes: a reconcile before it may have changed it back.
     const state = directory.get(id);
