@@ -12,6 +12,8 @@ export default {
     'test/console-html.test.ts',
     'test/crypto.test.ts',
     'test/direct-events.test.ts',
+    'test/direct-metadata.test.ts',
+    'test/direct-window.test.ts',
     'test/event-data.test.ts',
     'test/fair-publishes.test.ts',
     'test/pull-loop-pools.test.ts',

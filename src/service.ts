@@ -18,8 +18,11 @@ import { startEndpointDirectory, type EndpointDirectory } from './endpoints/dire
 import { ENDPOINTS_PROJECTION, startEndpointProjector, type EndpointProjector } from '../projections/endpoints.ts';
 import { startErasureIndexProjector } from '../projections/erasure-index.ts';
 import { startEventIndexProjector } from '../projections/event-index.ts';
-import { eventsStart } from '../streams/events.ts';
+import { DIRECT_DRAIN_GRACE_MS, EVENTS_STREAM, directWindowOf, eventsStart } from '../streams/events.ts';
+import { countDirectConsumers } from '../streams/direct.ts';
 import { createDirectEvents } from './delivery/direct-events.ts';
+import { createDirectWindow, type DirectWindow } from './delivery/direct-window.ts';
+import { createSampledWarnings } from './sampled-log.ts';
 import { startErasureIndexRetention } from './erasure/index-retention.ts';
 import { startAttemptLogProjector } from '../projections/attempt-log.ts';
 import { startAttemptLogRetention } from './deliverylog/retention.ts';
@@ -168,9 +171,31 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // Events as the roles read them: the router's limits; with direct delivery (streams/direct.ts), when it
     // started; EVENTS' creation time, which webhook-ids name.
     const eventLimits = { maxBytes: config.maxEventBytes, maxDepth: MAX_EVENT_DEPTH };
+    const readAt = Date.now();
     const start = await eventsStart(jsm);
-    const direct = config.directDelivery && start.directSince !== undefined && webhookIds
-      ? { since: start.directSince, events: createDirectEvents({ webhookIds, epochMs: start.epochMs, limits: eventLimits }) } : undefined;
+    // Direct delivery's window, kept fresh for the roles that decide events (the router, the direct
+    // consumers' cut): it changes while they run, when another instance turns direct delivery off.
+    let directWindow: DirectWindow | undefined;
+    if (config.eventPartitions > 0 && (roles.has('router') || roles.has('delivery'))) {
+      const warnings = createSampledWarnings(log, { intervalMs: 60_000 });
+      const w = createDirectWindow({
+        read: async () => directWindowOf((await jsm.streams.info(EVENTS_STREAM)).config),
+        initial: { window: start, at: readAt },
+        onError: (e) => warnings.warn('window', 'could not read direct delivery\'s window from EVENTS; events it does not cover wait', { reason: describe(e) }),
+      });
+      directWindow = w;
+      stops.push(async () => w.stop());
+    }
+    // The direct consumers run while direct delivery is on, and once it is turned off until its window is
+    // drained: `until` past by the grace and no endpoint's direct consumer left.
+    const drained = async (until: number | undefined) =>
+      until !== undefined && Date.now() >= until + DIRECT_DRAIN_GRACE_MS && (await countDirectConsumers(jsm, config.eventPartitions)) === 0;
+    const directRuns = start.directSince !== undefined && (config.directDelivery || !(await drained(start.directUntil)));
+    const direct = directRuns && start.directSince !== undefined && webhookIds
+      ? { since: start.directSince, events: createDirectEvents({ webhookIds, epochMs: start.epochMs, limits: eventLimits }) }
+      : undefined;
+    // Direct delivery was on once: the partition streams' consumers count in backlogs and delivery states.
+    const directEver = start.directSince !== undefined;
 
     if (needsDatabase(config.roles)) {
       step('Postgres');
@@ -185,7 +210,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     let router: Router | undefined;
     const supervisor = createRoleSupervisor({ log, restarts: metrics.roleRestarts });
     const ops = createServiceOps({
-      nc, jsm, orm, metrics, shards: config.deliveryShards, partitions: config.eventPartitions, direct: config.directDelivery,
+      nc, jsm, orm, metrics, shards: config.deliveryShards, partitions: config.eventPartitions, direct: directEver,
       checkProjection: roles.has('api'), roles: supervisor.down,
       // The backlog gauges once per process: the half that delivers lists them.
       backlog: opts.half !== 'api',
@@ -313,7 +338,8 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
         nc, jsm, inboxPrefix: SERVICE_INBOX_PREFIX, directory, sender, publisher, secrets: sealer, health, leaders,
         attemptLog: attemptRecorder, bodies: dataKeys,
         options: { shards: config.deliveryShards, retrySchedule: config.retrySchedule, maxInFlight: config.maxInFlightPerEndpoint,
-          maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas, ...(direct ? { direct: { partitions: config.eventPartitions, since: direct.since } } : {}) },
+          maxQueued: config.maxQueuedPerEndpoint, replicas: config.replicas,
+          ...(direct && directWindow ? { direct: { partitions: config.eventPartitions, since: direct.since, window: directWindow } } : {}) },
         ...(direct ? { directEvents: direct.events, tenantLimits } : {}),
         log: log.child({ role: 'delivery' }), metrics,
       });
@@ -323,7 +349,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     if (roles.has('router') && directory && publisher && webhookIds && subjectHasher) {
       const r = await supervisor.supervise('router', () => startRouter({
         nc, js, jsm, publisher, directory, shards: config.deliveryShards, log: log.child({ role: 'router' }), metrics, webhookIds,
-        limits: eventLimits, leaders, ops: opsEvents,
+        limits: eventLimits, leaders, ops: opsEvents, ...(directWindow ? { window: directWindow } : {}),
         maxQueued: config.maxQueuedPerEndpoint, erasureIndex: createErasureIndexWriter({ publisher, hasher: subjectHasher, deliveriesOnly: config.eventPartitions > 0 }), attemptLog: attemptRecorder,
         // The tenants' events a second and queued deliveries (the defaults while Postgres has not answered).
         ...(tenantLimits ? { tenantLimits } : {}),
@@ -364,7 +390,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
       const admin = await startAdmin({
         nc, js, jsm, orm, deadLetterSecretKey: keys.deadLetterSecretKey!, deadLetterTags,
         previousDeadLetterSecretKey: keys.previousDeadLetterSecretKey, shards: config.deliveryShards, partitions: config.eventPartitions,
-        direct: config.directDelivery, webhookIds, subjectHasher,
+        direct: directEver, webhookIds, subjectHasher,
         endpointStore: endpoints?.store, bodies: dataKeys,
         log: log.child({ role: 'admin' }), metrics,
       });

@@ -55,6 +55,11 @@ export async function listDirectBacklogs(jsm: JetStreamManager, partitions: numb
   return out;
 }
 
+/** How many endpoints' direct consumers the partition streams hold (turning direct delivery on again waits for none). */
+export async function countDirectConsumers(jsm: JetStreamManager, partitions: number): Promise<number> {
+  return (await listDirectBacklogs(jsm, partitions)).length;
+}
+
 /** An endpoint's direct consumer's info; null when it has none (ordered, deleted, or not made yet). */
 export async function directConsumerInfo(jsm: JetStreamManager, endpoint: { id: string; tenant: string }, partitions: number): Promise<ConsumerInfo | null> {
   const { stream, consumer } = directAddress(endpoint, partitions);
@@ -107,12 +112,13 @@ export async function directStart(jsm: JetStreamManager, endpoint: { version: nu
 
 /**
  * Create the endpoint's direct consumer, starting at `start()`, or bring an existing one's settings in
- * line (where it reads is left as it is).
+ * line (where it reads is left as it is). `start()` undefined: none is made (direct delivery is turned off
+ * before it would start). Whether the endpoint has one now.
  */
 export async function ensureDirectConsumer(
   jsm: JetStreamManager, endpoint: DirectEndpoint, partitions: number,
-  opts: { retrySchedule: number[]; maxQueued: number; replicas?: number }, start: () => Promise<number>, known?: ConsumerConfig,
-): Promise<void> {
+  opts: { retrySchedule: number[]; maxQueued: number; replicas?: number }, start: () => Promise<number | undefined>, known?: ConsumerConfig,
+): Promise<boolean> {
   const { stream } = directAddress(endpoint, partitions);
   const settings = { ...directSettings(endpoint, partitions, opts), ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }) };
   let current = known;
@@ -125,14 +131,17 @@ export async function ensureDirectConsumer(
   if (current) {
     const stale = (Object.keys(settings) as (keyof ConsumerConfig)[]).some((k) => JSON.stringify(current[k]) !== JSON.stringify(settings[k]));
     if (stale) await jsm.consumers.update(stream, endpoint.id, settings);
-    return;
+    return true;
   }
+  const from = await start();
+  if (from === undefined) return false;
   const def: DurableDefinition = {
     ...settings, durable_name: endpoint.id,
-    deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(await start()).toISOString(),
+    deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(from).toISOString(),
   };
   await jsm.consumers.add(stream, def).catch((e: unknown) => {
     // Another instance made it meanwhile (its start is as good as ours).
     if (!isApiError(e, ApiCode.ConsumerNameExist) && !isApiError(e, ApiCode.ConsumerAlreadyExists)) throw e;
   });
+  return true;
 }

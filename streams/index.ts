@@ -2,6 +2,7 @@
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ensureEventsStream } from './events.ts';
+import { countDirectConsumers } from './direct.ts';
 import { ensureEndpointsStream } from './endpoints.ts';
 import { ensureDeliveryStreams, QUEUE_RETENTION_MS } from './deliveries.ts';
 import { ensureDeadLetterStream } from './dead-letters.ts';
@@ -36,7 +37,7 @@ export async function ensureStreams(
     shards: number; maxQueued: number; retrySchedule: number[]; replicas: number; onRetry?: (reason: string) => void;
     /** HOOKSTREAM_EVENT_PARTITIONS; absent: none. */
     partitions?: number;
-    /** HOOKSTREAM_DIRECT_DELIVERY. */
+    /** HOOKSTREAM_DIRECT_DELIVERY; absent: direct delivery's window is left as it is (streams/events.ts). */
     direct?: boolean;
     /** HOOKSTREAM_QUEUE_RETENTION; absent: its default (benches, tests). */
     queueRetentionMs?: number;
@@ -48,9 +49,14 @@ export async function ensureStreams(
   for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
     try {
       await ensureEndpointsStream(jsm, o);
-      await ensureEventsStream(jsm, o, opts.partitions, opts.direct ? { retentionMs: opts.queueRetentionMs ?? QUEUE_RETENTION_MS } : undefined);
+      const partitions = opts.partitions ?? 0;
+      const { everDirect } = await ensureEventsStream(jsm, o, partitions, opts.direct === undefined ? undefined : {
+        on: opts.direct, retentionMs: opts.queueRetentionMs ?? QUEUE_RETENTION_MS, consumersLeft: () => countDirectConsumers(jsm, partitions),
+      });
       await ensureDeliveryStreams(jsm, opts.shards, opts.maxQueued, o, opts.queueRetentionMs);
-      await ensureDeadLetterStream(jsm, opts.shards, o, opts.direct ? opts.partitions : 0);
+      // Once direct delivery was on, its consumers' advisories and producer marks stay wanted: turned off,
+      // they drain what its window held.
+      await ensureDeadLetterStream(jsm, opts.shards, o, everDirect ? partitions : 0);
       await ensureAttemptsStream(jsm, opts.retrySchedule, o);
       await ensureRejectedStream(jsm, o);
       await ensureOpsStream(jsm, o);
@@ -61,7 +67,7 @@ export async function ensureStreams(
       await ensureAttemptLogStream(jsm, o);
       await ensureDataKeysStream(jsm, o);
       await ensureRouterDrainsStream(jsm, o);
-      if (opts.direct) await ensureProducerIdsStream(jsm, o);
+      if (everDirect) await ensureProducerIdsStream(jsm, o);
       return;
     } catch (e) {
       const transient = e instanceof TooFewServersError || (!isHookstreamError(e) && TRANSIENT.test(describe(e)));

@@ -282,8 +282,13 @@ test.serial('a held event lives as long as a queued delivery (HOOKSTREAM_QUEUE_R
   t.deepEqual(r.received.map((x) => (JSON.parse(x.body) as { data: { userId: string } }).data.userId), ['user_fresh']);
 });
 
-test.serial('once on, it stays on: turning it off is refused at start-up with what to set', async (t) => {
-  const e = await t.throwsAsync(h.restart(ENV));
-  t.regex(e?.message ?? '', /HOOKSTREAM_DIRECT_DELIVERY: is 0 but direct delivery started at .*, which is fixed once set: set it to 1/);
-  await h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1' });
+test.serial('turning it off is no longer refused: the switch-off is written ahead; turning it on again before its window is drained is refused with when', async (t) => {
+  const before = Date.now();
+  await h.restart(ENV);
+  const until = Number((await h.service.jsm.streams.info(EVENTS_STREAM)).config.metadata?.['hookstream_direct_until']);
+  t.true(until >= before + 30_000 && until <= Date.now() + 40_000, `written about 30 s ahead (${until - before} ms)`);
+  const e = await t.throwsAsync(h.restart({ ...ENV, HOOKSTREAM_DIRECT_DELIVERY: '1' }));
+  t.regex(e?.message ?? '', /HOOKSTREAM_DIRECT_DELIVERY: is 1 but direct delivery was turned off at .*: it can be turned on again once .* has passed and every endpoint's direct consumer has drained and been deleted \(\d+ left; .*\); until then set it to 0/);
+  await h.restart(ENV);
+  t.is(Number((await h.service.jsm.streams.info(EVENTS_STREAM)).config.metadata?.['hookstream_direct_until']), until, 'written once');
 });

@@ -41,7 +41,7 @@ import type { JetStreamClient, JetStreamManager, StoredMsg } from '@nats-io/jets
 import { ATTEMPTS_STREAM, attemptSubject, type AttemptRecord } from '../../streams/attempts.ts';
 import { DeliveryHeader, deliveryAddress, keyedSubjects } from '../../streams/deliveries.ts';
 import { directAddress, directConsumerInfo } from '../../streams/direct.ts';
-import { EVENTS_STREAM, eventsStart, ROUTER_CONSUMER } from '../../streams/events.ts';
+import { EVENTS_STREAM, eventsStart, inDirectWindow, ROUTER_CONSUMER } from '../../streams/events.ts';
 import { rateBuckets, rateLimitStream, rateLimitSubject } from '../../streams/rate-limits.ts';
 import { isEventName, matchesAny } from '../domain/catalogue.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
@@ -61,7 +61,8 @@ export const MAX_QUEUE_SCAN = 10_000;
 const nextBySubject = (subject: string, seq: number) => ({ seq, next_by_subj: subject });
 
 /** An event as deliveries show reads it from EVENTS; `direct`: stored since direct delivery started. */
-type ShownEvent = { tenant: string; type: string; seq: number; at: number; direct: boolean };
+/** `direct`: stored in direct delivery's window; `turnedOff`: that window has an end (`until`). */
+type ShownEvent = { tenant: string; type: string; seq: number; at: number; direct: boolean; turnedOff: boolean };
 
 /**
  * Where the endpoint's direct consumer is with the event's copy: `held` (not copied yet, no consumer
@@ -120,8 +121,9 @@ export function createDeliveryStates(deps: {
     const match = /^events\.([^.]+)\.(.+)$/.exec(producerSubject(m.subject));
     if (!match) return undefined;
     const at = m.time.getTime();
-    // As the router decides (targetsOf, src/router/router.ts): stored since the switch, it queues the event for ordered endpoints only.
-    return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at, direct: start.directSince !== undefined && at >= start.directSince };
+    // As the router decides (targetsOf, src/router/router.ts): stored in direct delivery's window (since
+    // the switch, before it was turned off), it queues the event for ordered endpoints only.
+    return { tenant: match[1]!, type: match[2]!, seq: decoded.seq, at, direct: inDirectWindow(start, at), turnedOff: start.directUntil !== undefined };
   }
 
   /**
@@ -138,6 +140,8 @@ export function createDeliveryStates(deps: {
     const [copy] = await partitionCopies(jsm, directPartitions, event.tenant)!.find([event.seq]);
     const ci = await directConsumerInfo(jsm, endpoint, directPartitions);
     // Its events wait for a delivery instance to make its consumer (from the endpoint's creation on).
+    // Direct delivery turned off, a consumer is deleted only once it has handled everything of the window.
+    if (!ci && event.turnedOff) return { kind: 'acked', stream };
     if (!ci) return { kind: 'held', where: `waiting for the endpoint's consumer of ${stream} (direct delivery), not made yet`, at: null };
     if (copy === undefined) return { kind: 'held', where: `not yet copied into ${stream} (direct delivery)`, at: null };
     const start = Date.parse(ci.config.opt_start_time ?? '');

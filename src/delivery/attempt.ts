@@ -33,6 +33,7 @@ import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 import type { DirectEvent, DirectEvents } from './direct-events.ts';
 import type { ProducerClaims } from './producer-claims.ts';
 import type { OrderingCutoffs } from './ordering-cutoffs.ts';
+import type { DirectCut } from './direct-cut.ts';
 
 export type BodyOpener = Pick<DataKeys, 'open'>;
 
@@ -123,6 +124,8 @@ export function createAttempts(deps: {
   claims?: ProducerClaims | undefined;
   /** Direct delivery: what an endpoint made ordered still sends directly (src/delivery/ordering-cutoffs.ts). */
   cutoffs?: OrderingCutoffs | undefined;
+  /** Direct delivery turned off: what its consumers still send (src/delivery/direct-cut.ts). */
+  cut?: DirectCut | undefined;
 }): Attempts {
   const { directory, sender, log, metrics, inFlight, retrySchedule } = deps;
   const maxDeliver = retrySchedule.length + 1;
@@ -176,12 +179,14 @@ export function createAttempts(deps: {
     const send: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
     // Made ordered since: what was stored from the switch on is the router's (ordering-cutoffs.ts).
     const ours = state.ordering === Ordering.Key && deps.cutoffs ? deps.cutoffs.sendsDirect(state, e.seq) : true;
-    return then(ours, (yes) => {
-      if (!yes) return ACK;
+    // Direct delivery turned off: what was stored from `until` on is the routers' (direct-cut.ts).
+    const inWindow = deps.cut ? deps.cut.sends(e.seq) : true;
+    return then(ours, (yes) => then(inWindow, (inside) => {
+      if (!yes || !inside) return ACK;
       if (e.producerId === undefined || !deps.claims) return send;
       // A producer's retried publish of an event the endpoint gets (or got).
       return then(deps.claims.holder(e.producerId, e.seq), (h) => (h === e.seq ? send : duplicate(endpointId, e, h)));
-    });
+    }));
   }
 
   function duplicate(endpointId: EndpointId, e: DirectEvent, holder: number): Prepared {

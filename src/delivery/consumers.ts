@@ -14,7 +14,7 @@ import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
 import { ensureConsumer, isApiError, listConsumers } from '../../streams/ensure.ts';
-import { directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
+import { DIRECT_START_SLACK_MS, directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
 import { partitionStream } from '../../streams/events.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -24,6 +24,7 @@ import type { Logger } from '../log.ts';
 import type { ConsumerLeaders } from '../nats/consumer-leaders.ts';
 import type { PullLoop, PullLoops } from './pull-loop.ts';
 import type { Pace } from './tenant-pace.ts';
+import type { DirectWindow } from './direct-window.ts';
 import type { KeyGate } from './ordered-gate.ts';
 
 export interface DeliveryOptions {
@@ -34,8 +35,12 @@ export interface DeliveryOptions {
   maxQueued: number;
   /** HOOKSTREAM_REPLICAS for the endpoints' consumers; absent leaves existing consumers as they are. */
   replicas?: number;
-  /** Direct delivery: HOOKSTREAM_EVENT_PARTITIONS, and when it started (EVENTS' metadata, streams/events.ts). */
-  direct?: { partitions: number; since: number };
+  /**
+   * Direct delivery: HOOKSTREAM_EVENT_PARTITIONS, when it started (EVENTS' metadata, streams/events.ts),
+   * and its window as this process knows it (src/delivery/direct-window.ts): once it is turned off, no
+   * direct consumer is made and each is deleted once drained past the switch-off.
+   */
+  direct?: { partitions: number; since: number; window: DirectWindow };
 }
 
 export interface EndpointConsumers {
@@ -80,6 +85,8 @@ export async function startEndpointConsumers(deps: {
   const directLoops = new Map<EndpointId, Running>();
   const directExists = new Set<EndpointId>();
   const knownDirect = new Map<string, ConsumerConfig>();
+  // Direct consumers to be made when direct delivery, turned on again, starts.
+  const startingLater = new Set<EndpointId>();
   // The `events` each direct consumer was last set to filter.
   const directFiltered = new Map<EndpointId, string>();
   // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
@@ -153,14 +160,29 @@ export async function startEndpointConsumers(deps: {
     await jsm.streams.purge(address.stream, { filter: keyedSubjects(id, options.shards) });
   }
 
+  /** Direct delivery's switch-off time, once this process knows it was written (streams/events.ts). */
+  const directUntil = (): number | undefined => options.direct?.window.current()?.directUntil;
+
   /**
    * An endpoint's second consumer it no longer needs is deleted once it holds nothing (pending or
    * ack-pending); until then its loop delivers what it holds, in order. Issue 21: the keyed consumer of an
    * endpoint whose ordering is `none` again; direct delivery: the direct consumer of one now ordered (the
-   * routers queue its deliveries again).
+   * routers queue its deliveries again), and every direct consumer once direct delivery is turned off
+   * (the routers queue every event stored from `until` on; its copies of those are acked unsent).
    */
   const unneeded = (state: EndpointState | undefined, which: 'keyed' | 'direct'): state is EndpointState =>
-    state?.status === EndpointStatus.Active && (state.ordering === Ordering.Key) === (which === 'direct');
+    state?.status === EndpointStatus.Active && ((state.ordering === Ordering.Key) === (which === 'direct') || (which === 'direct' && turnedOffLongAgo()));
+  /**
+   * Direct delivery turned off, and `until` past by the grace: no copy of an event stored before it is
+   * still on its way into a partition stream (looked at no sooner: one consumer info per endpoint a check).
+   */
+  const turnedOffLongAgo = (): boolean => {
+    const until = directUntil();
+    return until !== undefined && Date.now() - until > DRAIN_GRACE_MS;
+  };
+  /** Past its switch by the grace: nothing from before it is still on its way to the consumer. */
+  const settled = (state: EndpointState, which: 'keyed' | 'direct'): boolean =>
+    (which === 'direct' && turnedOffLongAgo()) || Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
   async function drain(id: EndpointId, which: 'keyed' | 'direct'): Promise<void> {
     // Read when its turn in the endpoint's chain comes: a reconcile before it may have changed it back.
     const state = directory.get(id);
@@ -172,8 +194,7 @@ export async function startEndpointConsumers(deps: {
       if (isApiError(e, JetStreamApiCodes.ConsumerNotFound)) return null;
       throw e;
     });
-    const settled = Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
-    if (ci && !(settled && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
+    if (ci && !(settled(state, which) && ci.num_pending === 0 && ci.num_ack_pending === 0)) return;
     const [loops, exists] = which === 'keyed' ? [keyedLoops, keyedExists] : [directLoops, directExists];
     const running = loops.get(state.id);
     loops.delete(state.id);
@@ -182,7 +203,19 @@ export async function startEndpointConsumers(deps: {
     if (ci) await deleteConsumer(address.stream, address.consumer);
     exists.delete(state.id);
     if (which === 'direct') directFiltered.delete(state.id);
-    log.info(`${which} consumer of an endpoint ${which === 'keyed' ? 'no longer' : 'now'} ordered deleted: it held nothing`, { endpoint: state.id });
+    const why = which === 'keyed' ? 'of an endpoint no longer ordered' : state.ordering === Ordering.Key ? 'of an endpoint now ordered' : 'of direct delivery turned off';
+    log.info(`${which} consumer ${why} deleted: it held nothing`, { endpoint: state.id });
+  }
+
+  /**
+   * Where a new direct consumer starts; undefined: none is made, direct delivery being turned off (the
+   * routers queue whatever it would have read, or already did, once this time has passed).
+   */
+  async function directFrom(state: EndpointState, direct: NonNullable<DeliveryOptions['direct']>): Promise<number | undefined> {
+    const window = direct.window.current();
+    const start = await directStart(jsm, state, window?.directSince ?? direct.since);
+    const until = window?.directUntil;
+    return until !== undefined && (Date.now() >= until || start >= until) ? undefined : start;
   }
 
   /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
@@ -191,7 +224,18 @@ export async function startEndpointConsumers(deps: {
     const filtered = state.events.join();
     if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
-    await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directStart(jsm, state, direct.since), knownDirect.get(state.id));
+    // Turned on again, direct delivery starts ahead (streams/events.ts): a consumer made now would start
+    // at once (nats-server resolves a start time still to come to the stream's next message), so it is
+    // made when its start comes.
+    const startsIn = (direct.window.current()?.directSince ?? direct.since) - DIRECT_START_SLACK_MS - Date.now();
+    if (startsIn > 0 && !directExists.has(state.id)) {
+      if (startingLater.has(state.id)) return;
+      startingLater.add(state.id);
+      const later = setTimeout(() => { startingLater.delete(state.id); if (!stopping) void reconcile(state.id); }, startsIn + 100);
+      later.unref();
+      return;
+    }
+    if (!await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directFrom(state, direct), knownDirect.get(state.id))) return;
     directExists.add(state.id);
     directFiltered.set(state.id, filtered);
     if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;

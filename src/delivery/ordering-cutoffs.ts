@@ -7,22 +7,18 @@
 // event compacted away), or an event's time unreadable: sent.
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM } from '../../streams/endpoints.ts';
-import { EVENTS_STREAM } from '../../streams/events.ts';
 import { DIRECT_START_SLACK_MS } from '../../streams/direct.ts';
 import type { EndpointState } from '../domain/endpoint.ts';
+import type { EventTimes } from './event-times.ts';
 
 export interface OrderingCutoffs {
   /** Whether the direct consumer of an endpoint now ordered still sends the event at EVENTS sequence `seq`. */
   sendsDirect(endpoint: Pick<EndpointState, 'id' | 'orderedSince'>, seq: number): boolean | Promise<boolean>;
 }
 
-/** Event times kept in this process: an event's endpoints read it within moments of each other. */
-const KEPT = 4096;
-
-export function createOrderingCutoffs(deps: { jsm: JetStreamManager }): OrderingCutoffs {
+export function createOrderingCutoffs(deps: { jsm: JetStreamManager; eventTime: EventTimes }): OrderingCutoffs {
   /** `<endpoint>@<orderedSince>` → the time from which EVENTS' events are the router's (ms). */
   const cutoffs = new Map<string, number | Promise<number>>();
-  const times = new Map<number, number | Promise<number>>();
 
   /** When the stream stored the message (ms); undefined when it is gone; throws when it could not be read. */
   const storedAt = async (stream: string, seq: number): Promise<number | undefined> =>
@@ -47,29 +43,11 @@ export function createOrderingCutoffs(deps: { jsm: JetStreamManager }): Ordering
     return c;
   }
 
-  function eventTime(seq: number): number | Promise<number> {
-    let t = times.get(seq);
-    if (t === undefined) {
-      // Gone (older than EVENTS keeps) or unreadable: taken as stored before any cut, and read again next time.
-      t = storedAt(EVENTS_STREAM, seq).then((ms) => {
-        if (ms === undefined) times.delete(seq);
-        else times.set(seq, ms);
-        return ms ?? -Infinity;
-      }, () => {
-        times.delete(seq);
-        return -Infinity;
-      });
-      times.set(seq, t);
-      if (times.size > KEPT) times.delete(times.keys().next().value!);
-    }
-    return t;
-  }
-
   return {
     sendsDirect(endpoint, seq) {
       const c = cutoff(endpoint);
       if (c === Infinity) return true;
-      const t = eventTime(seq);
+      const t = deps.eventTime(seq);
       if (typeof c === 'number' && typeof t === 'number') return t < c;
       return Promise.all([c, t]).then(([cut, at]) => at < cut);
     },

@@ -27,6 +27,8 @@ import { createAttempts, type BodyOpener, type SecretOpener, type Sender } from 
 import type { DirectEvents } from './direct-events.ts';
 import { createProducerClaims } from './producer-claims.ts';
 import { createOrderingCutoffs } from './ordering-cutoffs.ts';
+import { createDirectCut } from './direct-cut.ts';
+import { createEventTimes } from './event-times.ts';
 import { createTenantPaces } from './tenant-pace.ts';
 import { startDeliveryInstances } from './delivery-instances.ts';
 import type { TenantLimits } from '../tenants/limits.ts';
@@ -111,12 +113,15 @@ export async function startDelivery(deps: {
   const keyHeads = directGets(options.replicas) ? createNextBySubject(deps.nc, { timeoutMs: HEAD_READ_TIMEOUT_MS, inboxPrefix: deps.inboxPrefix, direct: true }) : heads;
   // Their barrier: one reader of the router's progress for every gate of the process.
   const floor = createRouterFloor({ jsm: deps.jsm, log, heads });
+  // Direct delivery: when EVENTS stored an event, which its copies' cuts compare (an ordering switch, the switch-off).
+  const eventTime = deps.directEvents && createEventTimes({ jsm: deps.jsm });
   const attempts = createAttempts({
     directory: deps.directory, sender: deps.sender, secrets: deps.secrets, publisher: deps.publisher, health: deps.health,
     inFlight, retries, rates, retrySchedule: options.retrySchedule, log, metrics: deps.metrics,
     stored, recentAcks, attemptLog: deps.attemptLog, bodies: deps.bodies, direct: deps.directEvents,
     claims: deps.directEvents && createProducerClaims({ publisher: deps.publisher, reads: heads, log }),
-    cutoffs: deps.directEvents && createOrderingCutoffs({ jsm: deps.jsm }),
+    cutoffs: eventTime && createOrderingCutoffs({ jsm: deps.jsm, eventTime }),
+    cut: eventTime && options.direct && createDirectCut({ window: options.direct.window, eventTime }),
   });
   // Direct delivery: a tenant's events_per_second is shared by the instances pulling its endpoints' consumers.
   const instances = deps.directEvents ? startDeliveryInstances({ nc: deps.nc, log }) : undefined;

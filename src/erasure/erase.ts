@@ -176,7 +176,8 @@ export function createErasure(deps: {
         }
       };
       // With direct delivery, an endpoint read the event from its partition stream: no delivery of it is
-      // indexed, so the attempts of each of the tenant's endpoints are looked up.
+      // indexed, so the attempts of each of the tenant's endpoints are looked up. Since it was ever on, not
+      // only for events in its window: an event outside it costs a few reads that find nothing more.
       const direct = (await eventsStart(jsm)).directSince !== undefined
         ? (await em.execute<{ id: string }[]>('select id from endpoints where tenant = ?', [tenant])).map((r) => r.id) : [];
       await each([...entries.values()], async (entry) => {

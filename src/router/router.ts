@@ -47,6 +47,7 @@ import { createTenantProgress } from './tenant-progress.ts';
 import { createTenantShare, type OverLimit } from './tenant-share.ts';
 import { createDrains } from './drains.ts';
 import { LIMIT_NAMES, type TenantLimits } from '../tenants/limits.ts';
+import type { DirectWindow } from '../delivery/direct-window.ts';
 
 /**
  * Deliveries of events being routed at once, at most (a bound on memory: events stop being read past it).
@@ -136,12 +137,17 @@ export async function startRouter(deps: {
   attemptLog?: AttemptLogRecorder;
   /** Each tenant's limits (src/tenants/limits.ts); the defaults without it (a process with no database). */
   tenantLimits?: { current(tenant: TenantId): TenantLimits };
+  /**
+   * Direct delivery's window (streams/direct.ts, src/delivery/direct-window.ts): events stored in it are
+   * queued for ordered endpoints only. Absent: no partitions, so never direct.
+   */
+  window?: DirectWindow;
   /** Seals each delivery body under its event's data key (crypto-shredding, src/erasure/data-keys.ts); absent: plain bodies. */
   bodies?: Pick<DataKeys, 'seal'>;
 }): Promise<Router> {
   const { js, directory, log, metrics } = deps;
-  // Direct delivery (streams/direct.ts): from when on endpoints without ordering read their events themselves.
-  const { epochMs, directSince } = await eventsStart(deps.jsm);
+  const { epochMs } = await eventsStart(deps.jsm);
+  const storedAt = (m: JsMsg) => Number(m.timestampNanos / 1_000_000n);
   const consumer = await js.consumers.get(EVENTS_STREAM, ROUTER_CONSUMER);
   const messages = await consumer.consume({ max_messages: 512 });
   const untrackLeader = deps.leaders?.track(EVENTS_STREAM, ROUTER_CONSUMER, messages);
@@ -174,7 +180,10 @@ export async function startRouter(deps: {
       route(m, barrier, stored) {
         drainBarrier.set(m, barrier);
         drainStored.set(m, stored);
-        void routeNow(m);
+        // As arrive: not before this process knows direct delivery's window for it.
+        const known = windowKnown(m);
+        if (known) void known.then(() => routeNow(m));
+        else void routeNow(m);
       },
       keyOf(m) {
         const parsed = parseEvent(m.subject, m.data, deps.limits);
@@ -330,10 +339,24 @@ export async function startRouter(deps: {
   const undecided = new Set<JsMsg>();
   // What a stopping router still holds goes back to the server (see HAND_BACK_DELAY_MS).
   const handBack = (m: JsMsg): void => { waiting.delete(m); m.nak(HAND_BACK_DELAY_MS); };
+  // Direct delivery's window (src/delivery/direct-window.ts): an event waits until this process knows the
+  // window for its time; one that waits keeps every later one behind it, so none overtakes another.
+  let windowWait: Promise<void> | undefined;
+  const windowKnown = (m: JsMsg): Promise<void> | undefined => {
+    const w = deps.window;
+    if (!w || (!windowWait && w.direct(storedAt(m)) !== undefined)) return undefined;
+    const wait = (windowWait ?? Promise.resolve()).then(() => w.known(storedAt(m)));
+    windowWait = wait;
+    void wait.finally(() => { if (windowWait === wait) windowWait = undefined; });
+    return wait;
+  };
   const arrive = (m: JsMsg): void => {
     waiting.set(m, performance.now());
     undecided.add(m);
-    void drains.synced().then(() => { if (undecided.delete(m)) decide(m); });
+    const decideSynced = () => void drains.synced().then(() => { if (undecided.delete(m)) decide(m); });
+    const known = windowKnown(m);
+    if (known) void known.then(decideSynced);
+    else decideSynced();
   };
   const decide = (m: JsMsg): void => {
     if (stopping) return handBack(m);
@@ -370,8 +393,11 @@ export async function startRouter(deps: {
     return tryFanOut(m);
   };
 
-  /** Stored since direct delivery started: its endpoints without ordering read it from its partition stream. */
-  const readDirectly = (m: JsMsg) => directSince !== undefined && Number(m.timestampNanos / 1_000_000n) >= directSince;
+  /**
+   * Stored in direct delivery's window (since ≤ t < until): its endpoints without ordering read it from its
+   * partition stream. Known by now (arrive waited); were it not, queued to all: a duplicate, never a loss.
+   */
+  const readDirectly = (m: JsMsg) => deps.window?.direct(storedAt(m)) ?? false;
   const targetsOf = (tenant: TenantId, type: EventName, m: JsMsg): EndpointState[] => {
     const out: EndpointState[] = [];
     // Only ordered endpoints' deliveries are queued here.
