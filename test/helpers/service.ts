@@ -9,6 +9,7 @@ import type { EndpointStore } from '../../src/endpoints/store.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { deliveryAddress } from '../../streams/deliveries.ts';
+import { directDeliveryDefaults } from './direct-env.ts';
 
 export interface Harness {
   nats: NatsServer;
@@ -54,6 +55,7 @@ export async function startHarness(label: string, env: Record<string, string> = 
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
     HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
+    ...directDeliveryDefaults(),
     ...env,
     ...extra,
   });
