@@ -10,6 +10,7 @@ import { startNatsServer, type NatsServer } from './nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { deliveryAddress } from '../../streams/deliveries.ts';
 import { directDeliveryDefaults } from './direct-env.ts';
+import { directConsumerInfo } from '../../streams/direct.ts';
 
 export interface Harness {
   nats: NatsServer;
@@ -95,6 +96,17 @@ export async function queuedDeliveries(h: Harness, endpoint: string): Promise<nu
   const address = deliveryAddress(endpoint, h.config.deliveryShards);
   const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
   return info.state.subjects?.[address.subject] ?? 0;
+}
+
+/**
+ * Deliveries an endpoint holds, on either path: those on its work queue, plus with direct delivery what its
+ * direct consumer has not had acked (pending or handed out).
+ */
+export async function heldDeliveries(h: Harness, endpoint: { id: string; tenant: string }): Promise<number> {
+  const queued = await queuedDeliveries(h, endpoint.id);
+  if (!h.config.directDelivery) return queued;
+  const ci = await directConsumerInfo(h.service.jsm, endpoint, h.config.eventPartitions);
+  return queued + (ci ? ci.num_pending + ci.num_ack_pending : 0);
 }
 
 /** Poll until `check` returns a value that is not undefined, or fail after `timeoutMs`. */
