@@ -16,6 +16,8 @@ const logLines: string[] = [];
 
 test.before(async () => {
   h = await startTestService('deadletter_backstop', {
+    // The work queues' backstop (direct delivery's: direct-deadletter-backstop.test.ts): pinned to the default path.
+    HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0',
     HOOKSTREAM_RETRY_SCHEDULE: '200ms,200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s', HOOKSTREAM_DEAD_LETTER_BACKSTOP: '1s',
   }, { logWrite: (line) => { logLines.push(line); } });
   ({ admin } = await h.operator());

@@ -22,7 +22,8 @@ import { parseOriginalMessage } from '../src/deadletter/sealed-message.ts';
 import { createDataKeys, DataKeyErasedError, isDataKeyErased, isSealedBody } from '../src/erasure/data-keys.ts';
 
 const PARTITIONS = 4;
-const ENV = { HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS) };
+// It starts with direct delivery off and turns it on itself.
+const ENV = { HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_EVENT_PARTITIONS: String(PARTITIONS), HOOKSTREAM_DIRECT_DELIVERY: '0' };
 const TENANT = 'tenant_direct' as TenantId;
 /** Another tenant in TENANT's partition. */
 const NEIGHBOUR = Array.from({ length: 1000 }, (_, i) => `tenant_near_${i}`)

@@ -5,7 +5,8 @@
 // checked as a NATS subscriber of `ops.>` receives it.
 import test from 'ava';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import { eventually, queuedDeliveries } from './helpers/service.ts';
+import { eventually, heldDeliveries } from './helpers/service.ts';
+import { directAddress } from '../streams/direct.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import { apiClient, type ApiClient } from './helpers/api-client.ts';
@@ -37,7 +38,7 @@ const as = async (t: Parameters<typeof apiClient>[2], tenant: string): Promise<A
 const publish = (tenant: string, type: string) => h.publish(tenant, type, { userId: 'user_1' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const queued = (endpoint: EndpointId) => queuedDeliveries(h, endpoint);
+const queued = (endpoint: EndpointId, tenant = 'tenant_gone') => heldDeliveries(h, { id: endpoint, tenant });
 
 const opsEvent = (subject: string, endpoint?: string) =>
   eventually(() => opsSeen.find((m) => m.subject === subject && (endpoint === undefined || m.event['endpoint'] === endpoint))?.event, 15_000, subject);
@@ -65,7 +66,8 @@ test('410 Gone disables the endpoint: nothing is sent afterwards, deliveries are
   await publish('tenant_gone', 'user.deleted');
   await eventually(async () => ((await queued(ep.id)) === 3 ? true : undefined), 10_000, 'three held deliveries');
   // Held, not just not yet sent: the two new ones wait at the endpoint's consumer and no instance pulls.
-  const { stream } = deliveryAddress(ep.id, h.config.deliveryShards);
+  // Its delivery stream's consumer, or with direct delivery its partition stream's.
+  const { stream } = h.config.directDelivery ? directAddress({ id: ep.id, tenant: 'tenant_gone' }, h.config.eventPartitions) : deliveryAddress(ep.id, h.config.deliveryShards);
   await eventually(async () => {
     const ci = await h.service.jsm.consumers.info(stream, ep.id);
     return ci.num_waiting === 0 && ci.num_pending >= 2 ? true : undefined;

@@ -21,7 +21,8 @@ let h: TestService;
 let admin: AdminClient;
 
 test.before(async () => {
-  h = await startTestService('erasure_disk', { HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms', HOOKSTREAM_EVENT_PARTITIONS: '4' });
+  // Partitions without direct delivery: it reads a sealed delivery in a work queue (pinned).
+  h = await startTestService('erasure_disk', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms', HOOKSTREAM_EVENT_PARTITIONS: '4' });
   ({ admin } = await h.operator({ timeoutMs: 60_000 }));
 });
 test.after.always(() => h?.closeAll());

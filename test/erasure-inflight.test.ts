@@ -17,7 +17,8 @@ let admin: AdminClient;
 const SCHEDULE_MS = [2000, 2000, 2000];
 
 test.before(async () => {
-  h = await startTestService('erasure_inflight', { HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE_MS.map((ms) => `${ms}ms`).join(',') });
+  // The data keys of sealed deliveries in work queues (direct delivery seals nothing on the way): pinned to the default path.
+  h = await startTestService('erasure_inflight', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE_MS.map((ms) => `${ms}ms`).join(',') });
   ({ admin } = await h.operator({ timeoutMs: 60_000 }));
 });
 test.after.always(() => h?.closeAll());

@@ -12,7 +12,8 @@ import { messagesOf } from '../src/erasure/by-subject.ts';
 let h: TestService;
 
 test.before(async () => {
-  h = await startTestService('erasure_sealing', { HOOKSTREAM_RETRY_SCHEDULE: '2s,2s', HOOKSTREAM_SEAL_DELIVERIES: '0' });
+  // The router's sealing of queued bodies: pinned to the default path.
+  h = await startTestService('erasure_sealing', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_RETRY_SCHEDULE: '2s,2s', HOOKSTREAM_SEAL_DELIVERIES: '0' });
 });
 test.after.always(() => h?.closeAll());
 

@@ -25,8 +25,13 @@ let admin: AdminClient;
 const USER = 'user_erased';
 const OTHER = 'user_kept';
 
+/** The service's and the CLI's (TEST_DIRECT_DELIVERY=1 sets both otherwise). */
+const PINNED = { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0' };
+
 test.before(async () => {
-  h = await startTestService('erasure', { HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms' });
+  // Pinned to the default path: it holds events back by stopping the router and counts the queued deliveries
+  // erased (direct delivery's erasure: direct-delivery.test.ts).
+  h = await startTestService('erasure', { ...PINNED, HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms' });
   const { nc } = await h.operator({ timeoutMs: 60_000 });
   admin = createAdminClient(nc, { timeoutMs: 60_000, operator: 'dpo@example.com' });
 });
@@ -216,7 +221,7 @@ test.serial('an ordering key is erased by the key its producer named; the CLI pr
   await h.publish(tenant, 'user.updated', { userId: 'user_k1' });
   await r.waitFor(3);
   const run = await runCli(['erase', '--tenant', tenant, '--key', 'cart-77', '--operator', 'dpo@example.com'],
-    { ...process.env, NATS_URL: h.nats.url });
+    { ...process.env, NATS_URL: h.nats.url, ...PINNED });
   t.is(run.code, 0, run.stderr);
   t.regex(run.stdout, /erased key cart-77 of tenant_erase_key/);
   t.regex(run.stdout, /events \(routed\)\s+\d+[\s\S]*events \(not yet routed\)\s+\d+[\s\S]*deliveries queued/);
@@ -224,7 +229,7 @@ test.serial('an ordering key is erased by the key its producer named; the CLI pr
   t.is(left.length, 1, 'the unkeyed event stays');
   const audit = (await admin.listAudit({ action: 'erasure.subject', operator: 'dpo@example.com' })).data;
   t.like(audit[0], { target: `${tenant} key cart-77`, outcome: 'ok' });
-  const usage = await runCli(['erase', '--tenant', tenant, '--user', 'a', '--key', 'b'], { ...process.env, NATS_URL: h.nats.url });
+  const usage = await runCli(['erase', '--tenant', tenant, '--user', 'a', '--key', 'b'], { ...process.env, NATS_URL: h.nats.url, ...PINNED });
   t.is(usage.code, 2);
 });
 
@@ -291,7 +296,7 @@ test.serial('a tenant that leaves: `erase --tenant T --everything` removes every
     { next_by_subj: deliveryAddress(heldId, h.config.deliveryShards).subject, seq: 1 } as never))!.data;
 
   const run = await runCli(['erase', '--tenant', tenant, '--everything', '--json', '--operator', 'dpo@example.com'], {
-    ...process.env, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
+    ...process.env, ...PINNED, NATS_URL: h.nats.url, DATABASE_URL: h.db.url, HOOKSTREAM_MASTER_KEY: h.keys.masterKey,
     HOOKSTREAM_DELIVERY_SHARDS: String(h.config.deliveryShards), HOOKSTREAM_RETRY_SCHEDULE: '100ms,100ms',
   });
   t.is(run.code, 0, run.stderr);

@@ -17,7 +17,8 @@ let h: TestService;
 let admin: AdminClient;
 
 test.before(async () => {
-  h = await startTestService('event_index', { HOOKSTREAM_EVENT_PARTITIONS: '4', HOOKSTREAM_RETRY_SCHEDULE: '1h' });
+  // Partitions without direct delivery: the routers index the deliveries they queue (pinned).
+  h = await startTestService('event_index', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '4', HOOKSTREAM_RETRY_SCHEDULE: '1h' });
   ({ admin } = await h.operator({ timeoutMs: 60_000 }));
 });
 

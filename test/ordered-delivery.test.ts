@@ -6,6 +6,7 @@ import test, { type ExecutionContext } from 'ava';
 import { headers as natsHeaders, type Msg } from '@nats-io/nats-core';
 import { eventually } from './helpers/service.ts';
 import { startTestService, type TestService } from './helpers/fixture.ts';
+import { storedEventSubject } from './helpers/direct-env.ts';
 import { runCli } from './helpers/cli.ts';
 import { createNextBySubject, NextBySubjectError, readDirect } from '../src/nats/next-by-subject.ts';
 import type { Received } from './helpers/receiver.ts';
@@ -216,9 +217,11 @@ test.serial('the gate\'s read of a key: the next stored message on a subject wit
   hd.set('Hookstream-Event-Seq', '42');
   const first = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}', { headers: hd });
   const second = await h.service.js.publish('events.tenant_heads.user.updated', '{"userId":"user_heads"}');
-  t.deepEqual(await heads.next('EVENTS', 'events.tenant_heads.user.updated', 0), { seq: first.seq, eventSeq: 42 });
-  t.deepEqual(await heads.next('EVENTS', 'events.tenant_heads.user.updated', first.seq + 1), { seq: second.seq, eventSeq: undefined });
-  t.is(await heads.next('EVENTS', 'events.tenant_heads.user.updated', second.seq + 1), null);
+  // As EVENTS stores it: with partitions, EVENTS' transform puts the partition's token after the tenant.
+  const stored = storedEventSubject('tenant_heads', 'user.updated', h.config.eventPartitions);
+  t.deepEqual(await heads.next('EVENTS', stored, 0), { seq: first.seq, eventSeq: 42 });
+  t.deepEqual(await heads.next('EVENTS', stored, first.seq + 1), { seq: second.seq, eventSeq: undefined });
+  t.is(await heads.next('EVENTS', stored, second.seq + 1), null);
   t.is((await heads.next('EVENTS', 'events.tenant_heads.>', 0))?.seq, first.seq, 'wildcards too');
   await t.throwsAsync(heads.next('NO_SUCH_STREAM', 'x', 0), { instanceOf: NextBySubjectError });
 });

@@ -38,7 +38,8 @@ async function copiesOf(tenant: string): Promise<{ events: number; text: string 
 }
 
 test.before(async () => {
-  h = await startTestService('partitioned_events', { HOOKSTREAM_RETRY_SCHEDULE: '300ms' });
+  // It starts unpartitioned and turns partitions on itself: the default path, pinned.
+  h = await startTestService('partitioned_events', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_RETRY_SCHEDULE: '300ms' });
   ({ admin } = await h.operator({ timeoutMs: 30_000 }));
   r = await h.receiver(() => 200);
   endpointId = (await h.store.create(TENANT, { url: r.url, events: ['user.*', 'organization.*'] })).endpoint.id;

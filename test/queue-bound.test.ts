@@ -17,6 +17,8 @@ let admin: AdminClient;
 
 test.before(async () => {
   h = await startTestService('queue_bound', {
+    // HOOKSTREAM_MAX_QUEUED bounds a work queue; a direct consumer has no queue (docs/architecture.md): pinned to the default path.
+    HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0',
     HOOKSTREAM_MAX_QUEUED: String(BOUND), HOOKSTREAM_RETRY_SCHEDULE: '30s,30s', HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
   });
   ({ admin } = await h.operator({ timeoutMs: 20_000 }));

@@ -15,6 +15,8 @@ let h: TestService;
 test.before(async () => {
   // The retention must outlast the retry schedule with its attempts: 200 ms + 2 attempts of 1 s.
   h = await startTestService('queue_retention', {
+    // The delivery streams' retention and a held delivery in a work queue: pinned to the default path.
+    HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0',
     HOOKSTREAM_QUEUE_RETENTION: `${RETENTION_MS}ms`, HOOKSTREAM_RETRY_SCHEDULE: '200ms', HOOKSTREAM_ATTEMPT_TIMEOUT: '1s',
   });
 });

@@ -173,6 +173,8 @@ test.serial('a rate limit of 5 per second holds across two delivery instances; t
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2',
     HOOKSTREAM_RETRY_SCHEDULE: SCHEDULE.map((ms) => `${ms}ms`).join(','), HOOKSTREAM_ATTEMPT_TIMEOUT: '5s',
     HOOKSTREAM_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+    // The first instance's partitions and direct delivery: both are fixed once set (TEST_DIRECT_DELIVERY=1).
+    HOOKSTREAM_EVENT_PARTITIONS: String(h.config.eventPartitions), HOOKSTREAM_DIRECT_DELIVERY: h.config.directDelivery ? '1' : '0',
     HOOKSTREAM_MASTER_KEY: h.keys.masterKey, HOOKSTREAM_LOG_LEVEL: 'error',
   }), h.log);
   t.teardown(() => second.stop());

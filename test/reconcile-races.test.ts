@@ -19,6 +19,8 @@ test.after.always(() => h?.closeAll());
 const startDeliveryInstance = (): Promise<RunningService> => startService(loadConfig({
   NATS_URL: h.nats.url, DATABASE_URL: h.db.url, OPS_PORT: '0', HOOKSTREAM_ROLES: 'delivery',
   HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '1s,2s',
+  // The first instance's partitions and direct delivery: both are fixed once set (TEST_DIRECT_DELIVERY=1).
+  HOOKSTREAM_EVENT_PARTITIONS: String(h.config.eventPartitions), HOOKSTREAM_DIRECT_DELIVERY: h.config.directDelivery ? '1' : '0',
   HOOKSTREAM_MASTER_KEY: h.keys.masterKey, HOOKSTREAM_LOG_LEVEL: 'error',
 }), h.log);
 

@@ -7,7 +7,7 @@
 // while the attempt runs.
 import test from 'ava';
 import type { Msg } from '@nats-io/nats-core';
-import { deliveryAddress, keyedConsumerName } from '../streams/deliveries.ts';
+import { keyedConsumerName } from '../streams/deliveries.ts';
 import { connectNats } from '../src/nats/connect.ts';
 import { Ordering } from '../src/domain/endpoint.ts';
 import type { TenantId } from '../src/domain/ids.ts';
@@ -27,12 +27,12 @@ for (const ordering of [Ordering.None, Ordering.Key]) {
     const tenant = `tenant_held_${ordering}` as TenantId;
     const r = await h.receiver(() => ({ status: 204, delayMs: 2000 }));
     const { endpoint } = await h.store.create(tenant, { url: r.url, events: ['user.*'], ordering });
-    const { stream, subject: queue } = deliveryAddress(endpoint.id, h.config.deliveryShards);
     const consumer = ordering === Ordering.Key ? keyedConsumerName(endpoint.id) : endpoint.id;
     const other = await connectNats({ url: h.nats.url });
     t.teardown(() => other.close());
     const keepAlive = new Promise<Msg>((resolve) => {
-      other.subscribe(`$JS.ACK.${stream}.${consumer}.>`, { max: 1, callback: (_e, m) => resolve(m) });
+      // Its delivery stream's consumer, or with direct delivery its partition stream's (same name).
+      other.subscribe(`$JS.ACK.*.${consumer}.>`, { max: 1, callback: (_e, m) => resolve(m) });
     });
     await other.flush();
 
@@ -43,10 +43,13 @@ for (const ordering of [Ordering.None, Ordering.Key]) {
     other.publish(subject, '-NAK');
     await other.flush();
 
-    // Its plain subject, or its key's subject under it.
-    const queued = async () => Object.entries((await h.service.jsm.streams.info(stream, { subjects_filter: '>' })).state.subjects ?? {})
-      .filter(([s]) => s === queue || s.startsWith(`${queue}.`)).reduce((n, [, c]) => n + c, 0);
-    await eventually(async () => ((await queued()) === 0 ? true : undefined), 15_000, 'the delivery acked');
+    // The consumer that handed it out (`$JS.ACK.<stream>.<consumer>.…`) has nothing left to hand out or acked.
+    const stream = subject.split('.')[2]!;
+    const settled = async () => {
+      const info = await h.service.jsm.consumers.info(stream, consumer);
+      return info.num_pending + info.num_ack_pending === 0 && info.ack_floor.stream_seq >= info.delivered.stream_seq;
+    };
+    await eventually(async () => ((await settled()) ? true : undefined), 15_000, 'the delivery acked');
     // Longer than the ack wait: a delivery left pending by the second copy would be sent again by now.
     await new Promise((resolve) => setTimeout(resolve, 2500));
     t.is(r.received.length, 1, 'one POST');

@@ -21,7 +21,8 @@ let directory: EndpointDirectory;
 let router: Router | undefined;
 
 test.before(async () => {
-  h = await startHarness('router_fairness', { HOOKSTREAM_ROLES: 'projector', HOOKSTREAM_DELIVERY_SHARDS: '1' });
+  // The router's fan-out into work queues itself: pinned to the default path.
+  h = await startHarness('router_fairness', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_ROLES: 'projector', HOOKSTREAM_DELIVERY_SHARDS: '1' });
   publisher = createAckedPublisher(h.service.nc, { timeoutMs: 5000 });
   directory = await startEndpointDirectory({ js: h.service.js, jsm: h.service.jsm, log: h.log });
 });

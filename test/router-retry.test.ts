@@ -26,7 +26,8 @@ const receivers: Receiver[] = [];
 
 test.before(async () => {
   // Every role but the router: the test is the earlier instance, then starts the router itself.
-  h = await startHarness('router_retry', { HOOKSTREAM_ROLES: 'delivery,deadletter,projector' });
+  // The router's fan-out into work queues itself: pinned to the default path.
+  h = await startHarness('router_retry', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_ROLES: 'delivery,deadletter,projector' });
   publisher = createAckedPublisher(h.service.nc, { timeoutMs: 5000 });
   directory = await startEndpointDirectory({ js: h.service.js, jsm: h.service.jsm, log: h.log });
 });

@@ -20,7 +20,8 @@ const OTHER = 'tenant_other' as TenantId;
 
 test.before(async () => {
   // Short attempts and retries: the queued tenant's hung deliveries stay queued, retried every second.
-  h = await startTestService('router_tenant_limits', { HOOKSTREAM_ATTEMPT_TIMEOUT: '3s', HOOKSTREAM_RETRY_SCHEDULE: Array(20).fill('1s').join(',') });
+  // queued_deliveries holds the router's fan-out into work queues (not direct consumers, docs/tenant-isolation.md): pinned to the default path.
+  h = await startTestService('router_tenant_limits', { HOOKSTREAM_DIRECT_DELIVERY: '0', HOOKSTREAM_EVENT_PARTITIONS: '0', HOOKSTREAM_ATTEMPT_TIMEOUT: '3s', HOOKSTREAM_RETRY_SCHEDULE: Array(20).fill('1s').join(',') });
   // Before any event, so the router's first look at the limits already has them.
   const limits = createTenantLimitsStore(h.service.orm!);
   await limits.set(PACED, { eventsPerSecond: 10 }, 'test');

@@ -4,6 +4,7 @@
 // child, and one attempt span per attempt, made by the other instance. A dead letter's replay is a new
 // trace linked to the original.
 import test from 'ava';
+import { directDeliveryDefaults, storedEventSubject } from './helpers/direct-env.ts';
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -187,7 +188,7 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   t.is(router.parentSpanId, producer.spanId);
   t.is(router.instance, 'a');
   t.is(router.service, 'hookstream');
-  t.like(router.attributes, { 'messaging.system': 'nats', 'messaging.destination.name': `events.${tenant}.user.updated`, 'messaging.operation.type': 'process' });
+  t.like(router.attributes, { 'messaging.system': 'nats', 'messaging.destination.name': storedEventSubject(tenant, 'user.updated', Number(directDeliveryDefaults()['HOOKSTREAM_EVENT_PARTITIONS'] ?? 0)), 'messaging.operation.type': 'process' });
   t.is(typeof router.attributes['hookstream.event.sequence'], 'number');
   t.is(router.attributes['hookstream.deliveries'], 1);
   const rejected = await eventually(() => inTrace(rejectedTrace).find((s) => s.name === 'process EVENTS'), 30_000, 'the rejected event\'s span');

@@ -176,16 +176,22 @@ export function createAttempts(deps: {
     if (!direct.taken(m, state)) return ACK;
     const e = direct.of(m);
     if (!e) return ACK;
-    const send: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
+    const deliver: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
+    // The router counts the deliveries it queues (hookstream_deliveries_enqueued_total); a direct
+    // consumer's are counted when first handed out to be sent.
+    const send = (): Prepared => {
+      if (m.info.deliveryCount === 1) metrics.deliveriesEnqueued.inc({}, 1);
+      return deliver;
+    };
     // Made ordered since: what was stored from the switch on is the router's (ordering-cutoffs.ts).
     const ours = state.ordering === Ordering.Key && deps.cutoffs ? deps.cutoffs.sendsDirect(state, e.seq) : true;
     // Direct delivery turned off: what was stored from `until` on is the routers' (direct-cut.ts).
     const inWindow = deps.cut ? deps.cut.sends(e.seq) : true;
     return then(ours, (yes) => then(inWindow, (inside) => {
       if (!yes || !inside) return ACK;
-      if (e.producerId === undefined || !deps.claims) return send;
+      if (e.producerId === undefined || !deps.claims) return send();
       // A producer's retried publish of an event the endpoint gets (or got).
-      return then(deps.claims.holder(e.producerId, e.seq), (h) => (h === e.seq ? send : duplicate(endpointId, e, h)));
+      return then(deps.claims.holder(e.producerId, e.seq), (h) => (h === e.seq ? send() : duplicate(endpointId, e, h)));
     }));
   }
 

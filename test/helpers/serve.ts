@@ -2,6 +2,7 @@
 // once it logged that it started, with its log lines (stderr) as they come and its exit code.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { directDeliveryDefaults } from './direct-env.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/hookstream', import.meta.url));
 
@@ -9,7 +10,7 @@ export interface ServeChild { child: ChildProcess; log: string[]; exited: Promis
 
 /** Start `hookstream serve`; `children` gets the process at once, so a test's teardown can kill it. */
 export function serveChild(env: Record<string, string | undefined>, children: ChildProcess[]): Promise<ServeChild> {
-  const child = spawn(BIN, ['serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(BIN, ['serve'], { env: { ...directDeliveryDefaults(), ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   const log: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

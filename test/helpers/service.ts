@@ -9,6 +9,8 @@ import type { EndpointStore } from '../../src/endpoints/store.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { deliveryAddress } from '../../streams/deliveries.ts';
+import { directDeliveryDefaults } from './direct-env.ts';
+import { directConsumerInfo } from '../../streams/direct.ts';
 
 export interface Harness {
   nats: NatsServer;
@@ -54,6 +56,7 @@ export async function startHarness(label: string, env: Record<string, string> = 
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
     HOOKSTREAM_LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'error',
+    ...directDeliveryDefaults(),
     ...env,
     ...extra,
   });
@@ -93,6 +96,17 @@ export async function queuedDeliveries(h: Harness, endpoint: string): Promise<nu
   const address = deliveryAddress(endpoint, h.config.deliveryShards);
   const info = await h.service.jsm.streams.info(address.stream, { subjects_filter: address.subject });
   return info.state.subjects?.[address.subject] ?? 0;
+}
+
+/**
+ * Deliveries an endpoint holds, on either path: those on its work queue, plus with direct delivery what its
+ * direct consumer has not had acked (pending or handed out).
+ */
+export async function heldDeliveries(h: Harness, endpoint: { id: string; tenant: string }): Promise<number> {
+  const queued = await queuedDeliveries(h, endpoint.id);
+  if (!h.config.directDelivery) return queued;
+  const ci = await directConsumerInfo(h.service.jsm, endpoint, h.config.eventPartitions);
+  return queued + (ci ? ci.num_pending + ci.num_ack_pending : 0);
 }
 
 /** Poll until `check` returns a value that is not undefined, or fail after `timeoutMs`. */
