@@ -62,7 +62,7 @@ test.serial('EVENTS keeps the 100 ms minimum duplicate window, and an existing s
   await jsm.streams.update(EVENTS_STREAM, { ...config, duplicate_window: nanos(120_000) });
   t.is((await jsm.streams.info(EVENTS_STREAM)).config.duplicate_window, nanos(120_000));
   // The service's own partitions and direct delivery: both are fixed once set (TEST_DIRECT_DELIVERY=1).
-  await ensureEventsStream(jsm, undefined, h.config.eventPartitions, h.config.directDelivery ? { retentionMs: h.config.queueRetentionMs } : undefined);
+  await ensureEventsStream(jsm, undefined, h.config.eventPartitions, h.config.directDelivery ? { on: true, retentionMs: h.config.queueRetentionMs, consumersLeft: async () => 0 } : undefined);
   t.is((await jsm.streams.info(EVENTS_STREAM)).config.duplicate_window, nanos(100));
 });
 
