@@ -312,7 +312,7 @@ export async function startService(config: Config, log: Logger, opts: StartOptio
     // One endpoint store (and target policy) for the roles that command endpoints: delivery disables, the API writes,
     // operators act through the admin role (issue 31).
     const endpoints: Endpoints | undefined = roles.has('delivery') || roles.has('api') || roles.has('admin')
-      ? createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log: log.child({ role: 'endpoints' }) })
+      ? createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, partitions: config.eventPartitions, log: log.child({ role: 'endpoints' }) })
       : undefined;
     // Pushed before the roles that command endpoints, so it runs after they stopped: their last states are saved.
     if (endpoints) stops.push(() => endpoints.store.flush());

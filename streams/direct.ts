@@ -86,10 +86,51 @@ export function directFilters(tenant: string, partitions: number, events: readon
   return [...out].sort();
 }
 
-/** What a direct consumer is set to, but where it starts (fixed at its creation). */
-function directSettings(endpoint: DirectEndpoint, partitions: number, opts: { retrySchedule: number[]; maxQueued: number }): Partial<ConsumerConfig> {
+/** The patterns a direct consumer's filter subjects stand for: directFilters' inverse. */
+export function filterPatterns(subjects: readonly string[]): EventPattern[] {
+  return subjects.map((s) => {
+    // events.<tenant>.<p>.<type>
+    const type = s.split('.').slice(3).join('.');
+    return (type === '>' ? '*' : type.endsWith('.>') ? `${type.slice(0, -2)}.*` : type) as EventPattern;
+  });
+}
+
+/** Whether the filter subjects `current` take every subject of `wanted` (both directFilters'). */
+export const filtersCover = (current: readonly string[], wanted: readonly string[]): boolean =>
+  wanted.every((w) => current.some((c) => c === w || (c.endsWith('>') && w.startsWith(c.slice(0, -1)))));
+
+/**
+ * What a consumer filtered by `current` is set to for `events`: those subjects when they take them all and
+ * it may not narrow, else with them added, or exactly them when it may narrow.
+ *
+ * Never narrowed at once: nats-server moves a consumer's read position past every message its filter does
+ * not take, and never goes back (2.10's getNextMsg), so an event of a type a PATCH adds, stored before the
+ * filter takes it, would be skipped for good. The API widens the filter before it stores such a PATCH
+ * (widenDirectConsumer); a reconcile acting on the state before it must not undo that.
+ */
+function nextFilters(current: readonly string[] | undefined, tenant: string, partitions: number, events: readonly EventPattern[], narrow: boolean): string[] {
+  const wanted = directFilters(tenant, partitions, events);
+  if (!current || narrow) return wanted;
+  return filtersCover(current, wanted) ? [...current] : directFilters(tenant, partitions, [...filterPatterns(current), ...events]);
+}
+
+/**
+ * Before a PATCH that sets an endpoint's `events` is stored: its direct consumer, if it has one, takes
+ * those types too, so an event of a new type stored after the PATCH is never skipped (nextFilters). The
+ * delivery role acks unsent a type the endpoint does not take, once its view of the endpoints covers the
+ * copy; a reconcile narrows the filter once the endpoint is unchanged for a while.
+ */
+export async function widenDirectConsumer(jsm: JetStreamManager, endpoint: DirectEndpoint, partitions: number): Promise<void> {
+  const ci = await directConsumerInfo(jsm, endpoint, partitions);
+  if (!ci || !isDirectConsumer(ci)) return;
+  const current = ci.config.filter_subjects ?? [];
+  const next = nextFilters(current, endpoint.tenant, partitions, endpoint.events, false);
+  if (next.join() !== current.join()) await jsm.consumers.update(ci.stream_name, ci.name, { filter_subjects: next });
+}
+
+/** What a direct consumer is set to, but its filter and where it starts (fixed at its creation). */
+function directSettings(opts: { retrySchedule: number[]; maxQueued: number }): Partial<ConsumerConfig> {
   return {
-    filter_subjects: directFilters(endpoint.tenant, partitions, endpoint.events),
     ack_policy: AckPolicy.Explicit,
     // As an endpoint's consumer of its delivery stream (streams/deliveries.ts, endpointConsumer).
     ack_wait: nanos(opts.retrySchedule[0]!),
@@ -110,17 +151,19 @@ export async function directStart(jsm: JetStreamManager, endpoint: { version: nu
   return Math.max(since, changed ? changed.time.getTime() : Date.parse(endpoint.updatedAt)) - DIRECT_START_SLACK_MS;
 }
 
+/** An endpoint's direct consumer after ensureDirectConsumer: its filter, and whether it was made or widened now. */
+export type DirectConsumerSet = { filters: string[]; created: boolean; widened: boolean };
+
 /**
  * Create the endpoint's direct consumer, starting at `start()`, or bring an existing one's settings in
- * line (where it reads is left as it is). `start()` undefined: none is made (direct delivery is turned off
- * before it would start). Whether the endpoint has one now.
+ * line (where it reads is left as it is; its filter narrowed only with `narrow`, nextFilters). `start()`
+ * undefined: none is made (direct delivery is turned off before it would start); then undefined.
  */
 export async function ensureDirectConsumer(
   jsm: JetStreamManager, endpoint: DirectEndpoint, partitions: number,
-  opts: { retrySchedule: number[]; maxQueued: number; replicas?: number }, start: () => Promise<number | undefined>, known?: ConsumerConfig,
-): Promise<boolean> {
+  opts: { retrySchedule: number[]; maxQueued: number; replicas?: number; narrow?: boolean }, start: () => Promise<number | undefined>, known?: ConsumerConfig,
+): Promise<DirectConsumerSet | undefined> {
   const { stream } = directAddress(endpoint, partitions);
-  const settings = { ...directSettings(endpoint, partitions, opts), ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }) };
   let current = known;
   if (!current) {
     current = await jsm.consumers.info(stream, endpoint.id).then((ci) => ci.config, (e: unknown) => {
@@ -128,20 +171,25 @@ export async function ensureDirectConsumer(
       throw e;
     });
   }
+  const filters = nextFilters(current?.filter_subjects, endpoint.tenant, partitions, endpoint.events, opts.narrow ?? false);
+  const settings = { ...directSettings(opts), filter_subjects: filters, ...(opts.replicas === undefined ? {} : { num_replicas: opts.replicas }) };
   if (current) {
     const stale = (Object.keys(settings) as (keyof ConsumerConfig)[]).some((k) => JSON.stringify(current[k]) !== JSON.stringify(settings[k]));
     if (stale) await jsm.consumers.update(stream, endpoint.id, settings);
-    return true;
+    return { filters, created: false, widened: !filtersCover(current.filter_subjects ?? [], filters) };
   }
   const from = await start();
-  if (from === undefined) return false;
+  if (from === undefined) return undefined;
   const def: DurableDefinition = {
     ...settings, durable_name: endpoint.id,
     deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(from).toISOString(),
   };
-  await jsm.consumers.add(stream, def).catch((e: unknown) => {
-    // Another instance made it meanwhile (its start is as good as ours).
+  try {
+    await jsm.consumers.add(stream, def);
+  } catch (e) {
+    // Another instance made it meanwhile (its start is as good as ours): brought in line as an existing one.
     if (!isApiError(e, ApiCode.ConsumerNameExist) && !isApiError(e, ApiCode.ConsumerAlreadyExists)) throw e;
-  });
-  return true;
+    return ensureDirectConsumer(jsm, endpoint, partitions, opts, start);
+  }
+  return { filters, created: true, widened: false };
 }

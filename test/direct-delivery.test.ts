@@ -16,7 +16,8 @@ import { DisabledReason, Ordering } from '../src/domain/endpoint.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
 import { ATTEMPTS_STREAM } from '../streams/attempts.ts';
 import { EVENTS_STREAM, partitionStream } from '../streams/events.ts';
-import { directFilters } from '../streams/direct.ts';
+import { directFilters, filterPatterns, filtersCover } from '../streams/direct.ts';
+import type { EventPattern } from '../src/domain/catalogue.ts';
 import { openDeadLetter } from '../src/crypto/sodium.ts';
 import { parseOriginalMessage } from '../src/deadletter/sealed-message.ts';
 import { createDataKeys, DataKeyErasedError, isDataKeyErased, isSealedBody } from '../src/erasure/data-keys.ts';
@@ -104,6 +105,45 @@ test.serial('an unordered and an ordered endpoint get the same event with the sa
   await h.publish(TENANT, 'user.deleted', { userId: 'user_y' });
   await plain.waitFor(2);
   t.deepEqual(plain.received.map(typeOf), ['organization.created', 'user.deleted']);
+});
+
+test.serial('a PATCH adding a type: its first event arrives at once, though events of the old type had the consumer read on past it; a type taken away is not sent', async (t) => {
+  const r = await h.receiver();
+  const id = (await h.store.create(TENANT, { url: r.url, events: ['user.created'] })).endpoint.id;
+  await eventually(async () => (await directConsumer(id)) ?? undefined, 10_000, 'its consumer');
+  const added = ['user.updated', 'user.deleted', 'organization.created', 'organization.updated', 'organization.deleted'] as const;
+  const taken: EventPattern[] = ['user.created'];
+  for (const [i, type] of added.entries()) {
+    taken.push(type);
+    await h.store.update(TENANT, id, { events: [...taken] });
+    // Published as soon as the PATCH is stored, then one of a type it took before: a consumer still
+    // filtered by the old types reads on to that one, past the new type's event, and never goes back.
+    await h.publish(TENANT, type, type.startsWith('user.') ? { userId: `user_new_${i}` } : { organizationId: `org_new_${i}` });
+    await h.publish(TENANT, 'user.created', { userId: `user_old_${i}` });
+  }
+  // Not a timing assertion: a type skipped by its consumer never comes at all, and one a waiting pull
+  // does not see comes 30 s late (the receiver's wait is the test's bound, not a target).
+  await r.waitFor(2 * added.length, 20_000);
+  t.deepEqual(added.filter((type) => !r.received.some((x) => typeOf(x) === type)), [], 'every added type\'s first event arrived');
+
+  await h.store.update(TENANT, id, { events: ['user.created'] });
+  await h.publish(TENANT, 'organization.created', { organizationId: 'org_taken_away' });
+  await h.publish(TENANT, 'user.created', { userId: 'user_last' });
+  await r.waitFor(2 * added.length + 1);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.is(r.received.length, 2 * added.length + 1, 'the type taken away is not sent');
+  t.false(r.received.some((x) => x.body.includes('org_taken_away')));
+});
+
+test('a consumer\'s filter read back as patterns, and what covers what', (t) => {
+  const p = tenantPartition('t1', PARTITIONS);
+  const events: EventPattern[] = ['organization.*', 'organizationMembership.created', 'user.deleted'];
+  t.deepEqual(filterPatterns(directFilters('t1', PARTITIONS, events)), events);
+  t.deepEqual(filterPatterns(directFilters('t1', PARTITIONS, ['*'])), ['*']);
+  t.true(filtersCover(directFilters('t1', PARTITIONS, ['user.*']), directFilters('t1', PARTITIONS, ['user.created', 'user.deleted'])));
+  t.true(filtersCover([`events.t1.${p}.>`], directFilters('t1', PARTITIONS, events)));
+  t.false(filtersCover(directFilters('t1', PARTITIONS, ['organization.*']), directFilters('t1', PARTITIONS, ['organizationMembership.created'])), 'organization.> does not take organizationMembership');
+  t.false(filtersCover(directFilters('t1', PARTITIONS, ['user.created']), directFilters('t1', PARTITIONS, ['user.*'])));
 });
 
 test('an endpoint\'s filter: one subject per pattern, none covering another', (t) => {

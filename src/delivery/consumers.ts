@@ -14,7 +14,7 @@ import type { ConsumerConfig, JetStreamManager } from '@nats-io/jetstream';
 import { JetStreamApiCodes } from '@nats-io/jetstream';
 import { deliveryAddress, deliveryStream, endpointConsumer, keyedConsumerName, keyedSubjects, consumerEndpoint } from '../../streams/deliveries.ts';
 import { ensureConsumer, isApiError, listConsumers } from '../../streams/ensure.ts';
-import { DIRECT_START_SLACK_MS, directAddress, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
+import { DIRECT_START_SLACK_MS, directAddress, directFilters, directStart, ensureDirectConsumer } from '../../streams/direct.ts';
 import { partitionStream } from '../../streams/events.ts';
 import { EndpointStatus, Ordering, type EndpointState } from '../domain/endpoint.ts';
 import type { EndpointId } from '../domain/ids.ts';
@@ -87,7 +87,7 @@ export async function startEndpointConsumers(deps: {
   const knownDirect = new Map<string, ConsumerConfig>();
   // Direct consumers to be made when direct delivery, turned on again, starts.
   const startingLater = new Set<EndpointId>();
-  // The `events` each direct consumer was last set to filter.
+  // The filter subjects (joined) each direct consumer was last set to.
   const directFiltered = new Map<EndpointId, string>();
   // Start-up's listing of keyed consumers (cleared once start-up reconciled them).
   const knownKeyed = new Map<string, ConsumerConfig>();
@@ -218,11 +218,15 @@ export async function startEndpointConsumers(deps: {
     return until !== undefined && (Date.now() >= until || start >= until) ? undefined : start;
   }
 
+  /** Its direct consumer's filter is narrowed only once the endpoint is unchanged for a while (streams/direct.ts, nextFilters). */
+  const mayNarrow = (state: EndpointState): boolean => Date.now() - Date.parse(state.updatedAt) > DRAIN_GRACE_MS;
+  /** The filter an endpoint's direct consumer is to have, as its consumer's `filter_subjects` joined. */
+  const wantedFilters = (state: EndpointState, partitions: number) => directFilters(state.tenant, partitions, state.events).join();
+
   /** Direct delivery: an active endpoint's direct consumer and loop (one without ordering, or one being drained). */
   async function applyDirect(state: EndpointState): Promise<void> {
     const direct = options.direct;
-    const filtered = state.events.join();
-    if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === filtered)) return;
+    if (!direct || (directLoops.has(state.id) && directFiltered.get(state.id) === wantedFilters(state, direct.partitions))) return;
     if (state.ordering === Ordering.Key && !directExists.has(state.id)) return;
     // Turned on again, direct delivery starts ahead (streams/events.ts): a consumer made now would start
     // at once (nats-server resolves a start time still to come to the stream's next message), so it is
@@ -235,9 +239,19 @@ export async function startEndpointConsumers(deps: {
       later.unref();
       return;
     }
-    if (!await ensureDirectConsumer(jsm, state, direct.partitions, options, () => directFrom(state, direct), knownDirect.get(state.id))) return;
+    const set = await ensureDirectConsumer(jsm, state, direct.partitions, { ...options, narrow: mayNarrow(state) }, () => directFrom(state, direct), knownDirect.get(state.id));
+    if (!set) return;
     directExists.add(state.id);
-    directFiltered.set(state.id, filtered);
+    directFiltered.set(state.id, set.filters.join());
+    // A pull waiting at the server is not woken by a message of a subject its filter has just taken.
+    if (set.widened) directLoops.get(state.id)?.loop.repull();
+    // Made from a view that a PATCH stored since may have outdated, when no API widened it first (it had
+    // no consumer yet): a consumer reads nothing until pulled, so that PATCH is reconciled (queued by the
+    // directory's change) before the first pull.
+    if (set.created) {
+      await directory.sync();
+      if (directory.get(state.id)?.events.join() !== state.events.join()) return;
+    }
     if (stopping || directLoops.has(state.id) || directory.get(state.id)?.status !== EndpointStatus.Active) return;
     startDirectLoop(state, direct.partitions);
   }
@@ -327,6 +341,11 @@ export async function startEndpointConsumers(deps: {
         if (!unneeded(directory.get(id), which)) continue;
         void chained(id, () => drain(id, which), (e) => log.warn(`could not look at a ${which} consumer to drain; trying again`, { endpoint: id, reason: describe(e) }));
       }
+    }
+    // A direct consumer's filter wider than its endpoint takes, narrowed once the endpoint has settled.
+    for (const id of directLoops.keys()) {
+      const state = directory.get(id);
+      if (state && options.direct && mayNarrow(state) && directFiltered.get(id) !== wantedFilters(state, options.direct.partitions)) void reconcile(id);
     }
   }, DRAIN_CHECK_MS);
   drains.unref();

@@ -9,6 +9,7 @@ import {
 } from '../domain/endpoint.ts';
 import type { Logger } from '../log.ts';
 import { createEndpointStore, type OwnedEndpointStore } from './store.ts';
+import { widenDirectConsumer, type DirectEndpoint } from '../../streams/direct.ts';
 
 export interface Endpoints {
   /** Flush it before its NATS connection closes: states are saved behind the commands. */
@@ -30,10 +31,13 @@ export function createEndpoints(deps: {
   /** Where reads report the endpoint events they skip. */
   log?: Logger;
   now?: () => Date;
+  /** HOOKSTREAM_EVENT_PARTITIONS: with direct delivery's partitions, a PATCH of `events` widens the endpoint's direct consumer first. */
+  partitions?: number;
 }): Endpoints {
   const checkUrl: CheckUrl = (u) => checkTargetUrl(u, deps.allowPrivateTargets);
   const store = createEndpointStore({
     js: deps.js, jsm: deps.jsm, sealer: new SecretSealer(deps.masterKey), log: deps.log, now: deps.now,
+    ...(deps.partitions ? { widenDirect: (e: DirectEndpoint) => widenDirectConsumer(deps.jsm, e, deps.partitions!) } : {}),
   });
   return {
     store,

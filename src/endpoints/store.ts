@@ -4,6 +4,7 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ENDPOINTS_STREAM, endpointSubject } from '../../streams/endpoints.ts';
 import { isApiError } from '../../streams/ensure.ts';
+import type { DirectEndpoint } from '../../streams/direct.ts';
 import {
   applyEndpointEvent, assertNotDeleted, assertRestorable, EndpointStatus, Ordering,
   type DisabledReason, type EndpointEvent, type EndpointPatch, type EndpointState, type NewEndpoint,
@@ -93,6 +94,11 @@ export function createEndpointStore(deps: {
   now?: () => Date;
   /** Where reads report the endpoint events they skip. */
   log?: Logger;
+  /**
+   * Direct delivery (HOOKSTREAM_EVENT_PARTITIONS): before a PATCH of `events` is stored, the endpoint's
+   * direct consumer takes the new types (streams/direct.ts, widenDirectConsumer).
+   */
+  widenDirect?: (endpoint: DirectEndpoint) => Promise<void>;
 }): OwnedEndpointStore {
   const clock = () => (deps.now ? deps.now() : new Date()).getTime();
   const now = () => new Date(clock()).toISOString();
@@ -271,6 +277,13 @@ export function createEndpointStore(deps: {
         const state = await read(tenant, id);
         assertNotDeleted(state);
         return { endpoint: state, seq: state.version };
+      }
+      if (patch.events && deps.widenDirect) {
+        // The tenant's own endpoint only: its state is read (or kept) for that tenant first.
+        const mine = keptState(id);
+        const state = mine?.tenant === tenant ? mine : await read(tenant, id);
+        assertNotDeleted(state);
+        await deps.widenDirect({ id, tenant, events: patch.events });
       }
       return command(tenant, id, (state) => {
         assertNotDeleted(state);

@@ -71,7 +71,7 @@ export async function startHarness(label: string, env: Record<string, string> = 
     if (!external) await db.drop();
     throw e;
   }
-  const storeFor = (s: RunningService) => createEndpoints({ js: s.js, jsm: s.jsm, masterKey: keys.masterKey, allowPrivateTargets: true }).store;
+  const storeFor = (s: RunningService) => createEndpoints({ js: s.js, jsm: s.jsm, masterKey: keys.masterKey, allowPrivateTargets: true, partitions: config.eventPartitions }).store;
   const harness: Harness = {
     nats, db, config, log, keys, service, store: storeFor(service),
     async restart(overrides) {

@@ -49,7 +49,7 @@ function endpointIdOf(positionals: string[]): EndpointId {
 async function withEndpoints<T>(fn: (endpoints: Endpoints) => Promise<T>): Promise<T> {
   return withNats(async ({ config, log, js, jsm }) => {
     const keys = await loadKeys(config, log, { master: true, deadLetterPublic: false, deadLetterSecret: false });
-    const endpoints = createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log });
+    const endpoints = createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, partitions: config.eventPartitions, log });
     try {
       return await fn(endpoints);
     } finally {

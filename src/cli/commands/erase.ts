@@ -16,7 +16,7 @@ async function eraseWholeTenant(tenant: TenantId, out: Output): Promise<void> {
   const by = cliOperator();
   const r = await withNats(async ({ config, log, nc, js, jsm }) => {
     const keys = await loadKeys(config, cliLogger(config), { master: true, deadLetterPublic: false, deadLetterSecret: false });
-    const { store } = createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, log });
+    const { store } = createEndpoints({ js, jsm, masterKey: keys.masterKey!, allowPrivateTargets: config.allowPrivateTargets, partitions: config.eventPartitions, log });
     const orm = await openDatabase(config.databaseUrl, log, { poolSize: 1 });
     try {
       const em = orm.em.fork();
