@@ -8,7 +8,7 @@ import { createDirectEvents, KEPT_BYTES } from '../src/delivery/direct-events.ts
 import { createWebhookIdCodec } from '../src/domain/webhook-id.ts';
 import { DEFAULT_EVENT_LIMITS } from '../src/domain/event-data.ts';
 import { scopedProducerId } from '../src/domain/producer-id.ts';
-import { applyEndpointEvent, Ordering } from '../src/domain/endpoint.ts';
+import { applyEndpointEvent, DisabledReason, Ordering } from '../src/domain/endpoint.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 import { stateToRow } from '../src/db/endpoint-rows.ts';
 
@@ -90,4 +90,27 @@ test('the fold names the ENDPOINTS event that made an endpoint ordered (direct d
   s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.Key, at }, 5);
   t.is(s.orderedSince, 5);
   t.false('orderedSince' in stateToRow(s), 'not a column of the projection');
+});
+
+test('the fold keeps where an endpoint\'s direct consumer starts: EVENTS\' sequence carried by its creation, a restore after a delete, and a switch back to no ordering', (t) => {
+  const id = 'webhook_01jstart' as EndpointId;
+  const at = '2026-01-01T00:00:00.000Z';
+  let s = applyEndpointEvent(undefined, { v: 1, type: 'endpoint.created', id, tenant: 't' as TenantId, url: 'https://a.example.com', events: ['*'], description: null, secret: 's', events_seq: 40, at }, 1);
+  t.is(s.directAfter, 40);
+  t.is(s.keyedUntil, undefined);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.Key, at }, 2);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.updated', id, ordering: Ordering.None, events_seq: 55, at }, 3);
+  t.is(s.directAfter, 55, 'back to no ordering: its new consumer starts after 55');
+  t.is(s.keyedUntil, 55, 'and the router queues what came before, in key order');
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.disabled', id, reason: DisabledReason.Operator, at }, 4);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.restored', id, events_seq: 70, at }, 5);
+  t.is(s.directAfter, 55, 'a restore after a disable keeps its consumer and its place');
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.deleted', id, at }, 6);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.restored', id, events_seq: 90, at }, 7);
+  t.is(s.directAfter, 90, 'a restore after a delete starts a new consumer');
+  t.is(s.keyedUntil, undefined);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.deleted', id, at }, 8);
+  s = applyEndpointEvent(s, { v: 1, type: 'endpoint.restored', id, events_seq: 'x' as unknown as number, at }, 9);
+  t.is(s.directAfter, undefined, 'a sequence that is no integer is not one');
+  t.false('directAfter' in stateToRow(s) || 'keyedUntil' in stateToRow(s), 'not columns of the projection');
 });

@@ -5,9 +5,10 @@ import type { EndpointRecord } from './entities.ts';
 
 /**
  * An endpoint as the projection holds it: the fold's state without secrets (they never reach Postgres)
- * and without activeSince and orderedSince (only the delivery role needs them, from the stream).
+ * and without activeSince, orderedSince, directAfter and keyedUntil (only the delivery role and the router
+ * need them, from the stream).
  */
-export type EndpointRow = Omit<EndpointState, 'secrets' | 'activeSince' | 'orderedSince'>;
+export type EndpointRow = Omit<EndpointState, 'secrets' | 'activeSince' | 'orderedSince' | 'directAfter' | 'keyedUntil'>;
 
 export function recordToRow(r: EndpointRecord): EndpointRow {
   return {
@@ -74,6 +75,6 @@ export function columnsToRow(c: EndpointColumns): EndpointRow {
 export const rowToState = (row: EndpointRow): EndpointState => ({ ...row, secrets: [] });
 
 export function stateToRow(state: EndpointState): EndpointRow {
-  const { secrets: _ignored, activeSince: _alsoIgnored, orderedSince: _either, eventsSince: _norThis, ...row } = state;
+  const { secrets: _ignored, activeSince: _alsoIgnored, orderedSince: _either, directAfter: _direct, keyedUntil: _keyed, eventsSince: _norThis, ...row } = state;
   return row;
 }

@@ -177,9 +177,9 @@ export function createAttempts(deps: {
     // before it stores the PATCH that adds a type (streams/direct.ts), so the copy may be of a PATCH this
     // view has not read yet: read up to now first (a sync failing: held, handed out again later).
     if (!direct.taken(m, state)) return covered ? ACK : directory.sync().then(() => prepare(endpointId, m, true), () => HOLD);
-    // One the router refuses.
+    // One the router refuses; one stored before the consumer's start (`directAfter`, src/domain/endpoint.ts).
     const e = direct.of(m);
-    if (!e) return ACK;
+    if (!e || e.seq <= (state.directAfter ?? 0)) return ACK;
     const deliver: Deliver = { fate: 'send', state, webhookId: e.webhookId, event: e.event, body: e.body };
     // The router counts the deliveries it queues (hookstream_deliveries_enqueued_total); a direct
     // consumer's are counted when first handed out to be sent.

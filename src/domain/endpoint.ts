@@ -46,15 +46,17 @@ export interface SealedSecret {
 // before have neither and fold as v1 endpoints. For v1a, `secret` holds the sealed whsk_ key.
 // Issue 10 added `rate_limit` (absent: none) and `endpoint.disabled`, appended by the delivery role.
 // Issue 21 added `ordering` to created and updated (absent: none on create, unchanged on update).
+// Direct delivery added `events_seq` to created, restored and an updated that ends `ordering: key`: EVENTS'
+// last sequence, read just before the write (absent: written without partitions, or before it existed).
 export type EndpointEvent =
   | {
     v: 1; type: 'endpoint.created'; id: EndpointId; tenant: TenantId; url: string; events: EventPattern[]; description: string | null; secret: string; at: string;
-    signature_scheme?: SignatureScheme; signing_public_key?: string; rate_limit?: number | null; ordering?: Ordering;
+    signature_scheme?: SignatureScheme; signing_public_key?: string; rate_limit?: number | null; ordering?: Ordering; events_seq?: number;
   }
-  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; rate_limit?: number | null; ordering?: Ordering; at: string }
+  | { v: 1; type: 'endpoint.updated'; id: EndpointId; url?: string; events?: EventPattern[]; description?: string | null; rate_limit?: number | null; ordering?: Ordering; events_seq?: number; at: string }
   | { v: 1; type: 'endpoint.disabled'; id: EndpointId; reason: DisabledReason; at: string }
   | { v: 1; type: 'endpoint.deleted'; id: EndpointId; at: string }
-  | { v: 1; type: 'endpoint.restored'; id: EndpointId; at: string }
+  | { v: 1; type: 'endpoint.restored'; id: EndpointId; events_seq?: number; at: string }
   | { v: 1; type: 'endpoint.secret_rotated'; id: EndpointId; secret: string; previous_expires_at: string | null; at: string; signing_public_key?: string }
   // A master-key rotation (`hookstream keys reseal-secrets`): the same secrets, in the same order with the
   // same expiries, sealed again under the current key. Nothing a tenant sees changes.
@@ -103,9 +105,22 @@ export interface EndpointState {
    * Set by the fold.
    */
   orderedSince?: number;
+  /**
+   * Direct delivery: EVENTS' last sequence just before the write that last had its direct consumer start
+   * (its creation, a restore after a delete, the switch from `ordering: key` to none). The consumer starts
+   * a second early (the clocks of a cluster's servers); what it reads up to here is not the endpoint's,
+   * or is still the router's to queue in order (keyedUntil). Set by the fold.
+   */
+  directAfter?: number;
+  /** Direct delivery, switched from `ordering: key` to none: events up to here are still queued in key order. Set by the fold. */
+  keyedUntil?: number;
   /** Events applied since its creation or its last compaction (the command side compacts on it). */
   eventsSince?: number;
 }
+
+/** An event's `events_seq`, if it carries a usable one. */
+const eventsSeqOf = (event: { events_seq?: unknown }): number | undefined =>
+  (Number.isSafeInteger(event.events_seq) ? event.events_seq as number : undefined);
 
 export function applyEndpointEvent(state: EndpointState | undefined, event: EndpointEvent, seq: number): EndpointState {
   if (event.type === 'endpoint.created') {
@@ -116,6 +131,7 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       signingPublicKey: event.signature_scheme === SignatureScheme.V1a ? event.signing_public_key ?? null : null,
       rateLimit: event.rate_limit ?? null, ordering: event.ordering ?? Ordering.None, disabledReason: null, disabledAt: null,
       createdAt: event.at, updatedAt: event.at, version: seq, activeSince: seq, eventsSince: 1,
+      ...(eventsSeqOf(event) !== undefined ? { directAfter: eventsSeqOf(event) } : {}),
     };
   }
   if (event.type === 'endpoint.compacted') {
@@ -137,6 +153,10 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       if (event.rate_limit !== undefined) next.rateLimit = event.rate_limit;
       if (event.ordering !== undefined) next.ordering = event.ordering;
       if (next.ordering === Ordering.Key && state.ordering !== Ordering.Key) next.orderedSince = seq;
+      if (next.ordering !== Ordering.Key && state.ordering === Ordering.Key) {
+        next.directAfter = eventsSeqOf(event);
+        next.keyedUntil = eventsSeqOf(event);
+      }
       return next;
     case 'endpoint.disabled':
       if (!isDisabledReason(event.reason)) throw new Error(`endpoint.disabled for ${event.id} has no valid reason`);
@@ -151,7 +171,11 @@ export function applyEndpointEvent(state: EndpointState | undefined, event: Endp
       return next;
     case 'endpoint.restored':
       // Only a restore after a delete starts a new life; one after a disable keeps the held deliveries valid.
-      if (state.status === EndpointStatus.Deleted) next.activeSince = seq;
+      if (state.status === EndpointStatus.Deleted) {
+        next.activeSince = seq;
+        next.directAfter = eventsSeqOf(event);
+        next.keyedUntil = undefined;
+      }
       next.status = EndpointStatus.Active;
       next.disabledReason = null;
       next.disabledAt = null;

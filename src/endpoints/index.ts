@@ -10,6 +10,7 @@ import {
 import type { Logger } from '../log.ts';
 import { createEndpointStore, type OwnedEndpointStore } from './store.ts';
 import { widenDirectConsumer, type DirectEndpoint } from '../../streams/direct.ts';
+import { EVENTS_STREAM } from '../../streams/events.ts';
 
 export interface Endpoints {
   /** Flush it before its NATS connection closes: states are saved behind the commands. */
@@ -37,7 +38,10 @@ export function createEndpoints(deps: {
   const checkUrl: CheckUrl = (u) => checkTargetUrl(u, deps.allowPrivateTargets);
   const store = createEndpointStore({
     js: deps.js, jsm: deps.jsm, sealer: new SecretSealer(deps.masterKey), log: deps.log, now: deps.now,
-    ...(deps.partitions ? { widenDirect: (e: DirectEndpoint) => widenDirectConsumer(deps.jsm, e, deps.partitions!) } : {}),
+    ...(deps.partitions ? {
+      widenDirect: (e: DirectEndpoint) => widenDirectConsumer(deps.jsm, e, deps.partitions!),
+      eventsSeq: async () => (await deps.jsm.streams.info(EVENTS_STREAM)).state.last_seq,
+    } : {}),
   });
   return {
     store,

@@ -99,6 +99,11 @@ export function createEndpointStore(deps: {
    * direct consumer takes the new types (streams/direct.ts, widenDirectConsumer).
    */
   widenDirect?: (endpoint: DirectEndpoint) => Promise<void>;
+  /**
+   * Direct delivery: EVENTS' last sequence, read just before a write that has an endpoint's direct
+   * consumer start, and carried by it (`events_seq`: what the consumer reads up to there is not its own).
+   */
+  eventsSeq?: () => Promise<number>;
 }): OwnedEndpointStore {
   const clock = () => (deps.now ? deps.now() : new Date()).getTime();
   const now = () => new Date(clock()).toISOString();
@@ -252,6 +257,7 @@ export function createEndpointStore(deps: {
       const scheme = fields.signature_scheme ?? SignatureScheme.V1;
       const id = opts.id ?? newEndpointId();
       const key = newKey(scheme);
+      const eventsSeq = await deps.eventsSeq?.();
       const created = append(undefined, {
         v: 1, type: 'endpoint.created', id, tenant,
         url: fields.url, events: fields.events, description: fields.description ?? null,
@@ -259,6 +265,7 @@ export function createEndpointStore(deps: {
         ...(fields.ordering !== undefined && fields.ordering !== Ordering.None ? { ordering: fields.ordering } : {}),
         secret: deps.sealer.seal(key.secret, id), at: now(),
         signature_scheme: scheme, ...(key.publicKey ? { signing_public_key: key.publicKey } : {}),
+        ...(eventsSeq !== undefined ? { events_seq: eventsSeq } : {}),
       });
       try {
         return { ...(await created), signingSecret: key.publicKey ? undefined : key.secret };
@@ -285,19 +292,25 @@ export function createEndpointStore(deps: {
         assertNotDeleted(state);
         await deps.widenDirect({ id, tenant, events: patch.events });
       }
+      // Back to no ordering: the direct consumer it gets takes the events after this sequence.
+      const eventsSeq = patch.ordering === Ordering.None ? await deps.eventsSeq?.() : undefined;
       return command(tenant, id, (state) => {
         assertNotDeleted(state);
-        return { v: 1, type: 'endpoint.updated', id, ...patch, at: now() };
+        const switched = eventsSeq !== undefined && state.ordering === Ordering.Key;
+        return { v: 1, type: 'endpoint.updated', id, ...patch, ...(switched ? { events_seq: eventsSeq } : {}), at: now() };
       });
     },
     delete: (tenant, id) => command(tenant, id, (state) => {
       assertNotDeleted(state);
       return { v: 1, type: 'endpoint.deleted', id, at: now() };
     }),
-    restore: (tenant, id) => command(tenant, id, (state) => {
-      assertRestorable(state);
-      return { v: 1, type: 'endpoint.restored', id, at: now() };
-    }),
+    async restore(tenant, id) {
+      const eventsSeq = await deps.eventsSeq?.();
+      return command(tenant, id, (state) => {
+        assertRestorable(state);
+        return { v: 1, type: 'endpoint.restored', id, ...(eventsSeq !== undefined && state.status === EndpointStatus.Deleted ? { events_seq: eventsSeq } : {}), at: now() };
+      });
+    },
     async disable(id, reason) {
       // A few rounds: each lost race means someone else changed the endpoint, which is rare and quick.
       for (let round = 0; round < DISABLE_ROUNDS; round++) {

@@ -400,9 +400,15 @@ export async function startRouter(deps: {
   const readDirectly = (m: JsMsg) => deps.window?.direct(storedAt(m)) ?? false;
   const targetsOf = (tenant: TenantId, type: EventName, m: JsMsg): EndpointState[] => {
     const out: EndpointState[] = [];
-    // Only ordered endpoints' deliveries are queued here.
+    // Only ordered endpoints' deliveries are queued here, and those of an endpoint switched back to no
+    // ordering of events stored before the switch (`keyedUntil`): still in key order, its direct consumer
+    // starting after them.
     const orderedOnly = readDirectly(m);
-    for (const e of directory.activeFor(tenant)) if (matchesAny(e.events, type) && (!orderedOnly || e.ordering === Ordering.Key)) out.push(e);
+    for (const e of directory.activeFor(tenant)) {
+      if (!matchesAny(e.events, type)) continue;
+      if (!orderedOnly || e.ordering === Ordering.Key) out.push(e);
+      else if (m.seq <= (e.keyedUntil ?? 0)) out.push({ ...e, ordering: Ordering.Key });
+    }
     return out;
   };
 

@@ -8,7 +8,7 @@ import { loadKeys } from '../../crypto/keys.ts';
 import { requireString, requireTenant, table, UsageError, type Command, type OptionValues } from '../command.ts';
 import { withAdmin, withDatabase, withNats } from '../context.ts';
 
-type Shown = Omit<EndpointState, 'secrets' | 'activeSince' | 'orderedSince'> | EndpointRow;
+type Shown = Omit<EndpointState, 'secrets' | 'activeSince' | 'orderedSince' | 'directAfter' | 'keyedUntil'> | EndpointRow;
 
 const view = (e: Shown) => ({
   id: e.id, url: e.url, events: e.events, description: e.description, status: e.status,
