@@ -106,7 +106,7 @@ test('hookstream tenants limits set|show: overrides, back to the default, refuse
 });
 
 test('a router or delivery process reads the overrides over a plain pool, and the defaults while Postgres does not answer', async (t) => {
-  const C = 'umbrella' as TenantId;
+  const C = 'stark' as TenantId; // its own tenant: the tests of this file run at once
   await createTenantLimitsStore(orm).set(C, { eventsPerSecond: 12 }, 'ops-alice');
   const pool = new pg.Pool({ connectionString: db.url, max: 1 });
   t.teardown(() => pool.end());
