@@ -3,6 +3,7 @@
 // meanwhile; what its start-up cannot heal ends `serve` with that one line; the ops listener of `serve`
 // covers both threads (the API thread's counters in /metrics, each family once; its checks in /readyz).
 // Real NATS, Postgres and HTTP.
+// Not under TEST_DIRECT_DELIVERY (but `serve`, whose helper follows it): the thread's supervision is the same on either path.
 import test from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';

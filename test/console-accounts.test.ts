@@ -1,6 +1,7 @@
 // The console under the project's nats.conf (issue 19): it asks the admin subjects as the operator user
 // (CONSOLE_NATS_USER), through the OPERATORS account's import, like the CLI; the service user, which may
 // not request on admin.>, gets a page that says so. Plain HTTP here (sign-in form, cookies by hand).
+// Not under TEST_DIRECT_DELIVERY: only the projector and admin roles run here, and nothing is delivered.
 import test from 'ava';
 import { loadConfig } from '../src/config.ts';
 import { generateKeys, initSodium } from '../src/crypto/sodium.ts';

@@ -30,6 +30,7 @@ import { scopedProducerId } from '../src/domain/producer-id.ts';
 import { createAckedPublisher } from '../src/nats/acked-publisher.ts';
 import { createNextBySubject } from '../src/nats/next-by-subject.ts';
 import { SERVICE_INBOX_PREFIX } from '../src/nats/connect.ts';
+import { directDeliveryDefaults } from './helpers/direct-env.ts';
 import { DELIVERY_INSTANCES_PREFIX, startDeliveryInstances } from '../src/delivery/delivery-instances.ts';
 
 let PASSWORDS: { publisher: string; service: string; operator: string; admin: string };
@@ -67,7 +68,9 @@ test.before(async () => {
   db = await createTestDatabase('permissions');
   const keys = generateKeys();
   masterKey = keys.masterKey;
+  // With TEST_DIRECT_DELIVERY=1 the service user also reads the partition streams and claims producer ids.
   const env = {
+    ...directDeliveryDefaults(),
     NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0',
     HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: '2', HOOKSTREAM_RETRY_SCHEDULE: '300ms,600ms',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,

@@ -28,6 +28,7 @@ import { createEndpoints } from '../src/endpoints/index.ts';
 import type { EndpointStore } from '../src/endpoints/store.ts';
 import type { AdminClient } from '../src/admin/client.ts';
 import { deliveryAddress } from '../streams/deliveries.ts';
+import { directDeliveryDefaults } from './helpers/direct-env.ts';
 import type { EndpointId, TenantId } from '../src/domain/ids.ts';
 
 const SHARDS = 2;
@@ -125,14 +126,16 @@ test.before(async () => {
   nats = await startNatsServer({ config: conf });
   db = await createTestDatabase('security_accounts');
   const keys = generateKeys();
+  // With TEST_DIRECT_DELIVERY=1 the service user also reads the partition streams and claims producer ids.
   const config = loadConfig({
+    ...directDeliveryDefaults(),
     NATS_URL: nats.url, NATS_USER: 'service', NATS_PASSWORD: passwords.user('service'), DATABASE_URL: db.url,
     PORT: '0', OPS_PORT: '0', CONSOLE_PORT: '0', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1', HOOKSTREAM_DELIVERY_SHARDS: String(SHARDS),
     HOOKSTREAM_RETRY_SCHEDULE: '200ms,400ms', HOOKSTREAM_MASTER_KEY: keys.masterKey,
     HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey, HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey,
   });
   service = await startService(config, createLogger({ level: 'warn', write: (l) => logLines.push(l) }));
-  store = createEndpoints({ js: service.js, jsm: service.jsm, masterKey: keys.masterKey, allowPrivateTargets: true }).store;
+  store = createEndpoints({ js: service.js, jsm: service.jsm, masterKey: keys.masterKey, allowPrivateTargets: true, partitions: config.eventPartitions }).store;
   publisher = await asUser('publisher', passwords.user('publisher'));
   authEu = await asUser('auth_eu', passwords.user('auth_eu'));
   spyProducers = await asUser('spy_producers', passwords.variable('SPY_PASSWORD'));

@@ -9,6 +9,7 @@ import { ensureConsumer } from '../streams/ensure.ts';
 import { deliveryAddress, deliveryStream, endpointConsumer } from '../streams/deliveries.ts';
 import { isHookstreamError, UnreachableError } from '../src/errors.ts';
 import { startNatsServer, type NatsServer } from './helpers/nats-server.ts';
+import { directDeliveryDefaults } from './helpers/direct-env.ts';
 
 const conns: NatsConnection[] = [];
 const servers: NatsServer[] = [];
@@ -80,7 +81,9 @@ test('three whole services starting at once on an empty server and database all 
   servers.push(nats);
   const db = await createTestDatabase('startup_race');
   const keys = generateKeys();
+  // With TEST_DIRECT_DELIVERY=1 the three also write direct delivery's start into EVENTS' metadata at once.
   const config = loadConfig({
+    ...directDeliveryDefaults(),
     NATS_URL: nats.url, DATABASE_URL: db.url, PORT: '0', HOOKSTREAM_DELIVERY_SHARDS: '4', HOOKSTREAM_ALLOW_PRIVATE_TARGETS: '1',
     HOOKSTREAM_MASTER_KEY: keys.masterKey, HOOKSTREAM_DEAD_LETTER_PUBLIC_KEY: keys.deadLetterPublicKey,
     HOOKSTREAM_DEAD_LETTER_SECRET_KEY: keys.deadLetterSecretKey, HOOKSTREAM_LOG_LEVEL: 'error', OPS_PORT: '0', CONSOLE_PORT: '0',

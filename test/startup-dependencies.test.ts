@@ -2,6 +2,7 @@
 // log line), then the service starts by itself; what no wait can heal (NATS refusing the credentials, a
 // nats-server without JetStream) ends it at once with one line. And a stop with NATS gone is bounded by
 // HOOKSTREAM_SHUTDOWN_TIMEOUT.
+// Not under TEST_DIRECT_DELIVERY: Postgres, credentials and JetStream are checked before either delivery path starts.
 import test from 'ava';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,6 +1,7 @@
 // NATS restarted or frozen in the first seconds of `hookstream serve` (before it connects, while it creates its
 // streams, while its roles start): the process waits and retries, never exits, and delivers every event without
 // a restart by anyone. Then SIGTERM stops it with exit 0.
+// Not under TEST_DIRECT_DELIVERY: it makes the streams without partitions before the service starts (the fault harness's shape).
 import test from 'ava';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';

@@ -1,6 +1,7 @@
 // A start-up step that never ends is a failure like any other: past its watchdog the attempt is aborted
 // (its connections closed, so whatever it awaited fails), readiness and the log name the step, and start-up
 // tries again. Against a real nats-server frozen (SIGSTOP) while start-up waits on its JetStream API.
+// Not under TEST_DIRECT_DELIVERY: a router-only start frozen at its first JetStream request, before anything direct delivery adds.
 import test from 'ava';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';

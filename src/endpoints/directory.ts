@@ -274,8 +274,12 @@ export async function startEndpointDirectory(deps: {
     }
   };
 
-  /** Why the stream no longer holds what `fold` applied, or undefined when it still does. */
-  const removedSince = (fold: Fold, state: StreamState): string | undefined => {
+  /**
+   * Why the stream no longer holds what `fold` applied, or undefined when it still does. `fold` is what the
+   * fold had applied when `state` was asked for, not when the answer came: its consumer keeps applying
+   * meanwhile, and a write stored during the request would look like a stream that lost it.
+   */
+  const removedSince = (fold: Pick<Fold, 'applied' | 'count'>, state: StreamState): string | undefined => {
     if (state.last_seq < fold.applied) return `the stream ends at ${state.last_seq}, before ${fold.applied} (recreated?)`;
     // Caught up at the time of the reading: every stored message up to here should be one applied.
     if (state.last_seq === fold.applied && state.messages < fold.count) return `${fold.count - state.messages} applied event(s) removed`;
@@ -342,8 +346,13 @@ export async function startEndpointDirectory(deps: {
 
   const runOnce = async () => {
     if (stopped) throw stoppedError();
+    // Read before the request: compared with the fold at the answer, endpoints created meanwhile made a
+    // stream that "ends before" the fold, a rebuild reported every endpoint it had not reached yet as
+    // deleted, and the delivery role deleted their consumers (a direct one then made again from its
+    // start, sending again what it had sent: reconcile-races with 1,500 endpoints created beside it).
+    const asked = { applied: current.applied, count: current.count };
     const { state } = await orStop(deps.jsm.streams.info(ENDPOINTS_STREAM));
-    const why = current.ended ? 'its consumer ended' : removedSince(current, state);
+    const why = current.ended ? 'its consumer ended' : removedSince(asked, state);
     if (why) return rebuild(why, state.last_seq, state);
     try {
       await reach(current, state.last_seq, state);
