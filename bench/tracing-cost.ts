@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { trace, type ProxyTracerProvider } from '@opentelemetry/api';
 import { SERVICE_NODE_FLAGS } from './processes.ts';
-import { attemptAnswered, carryContext, traceAttempt, traceRouting, tracing } from '../src/telemetry/tracing.ts';
+import { attemptAnswered, carryContext, contextOf, traceAttempt, traceRouting, tracing } from '../src/telemetry/tracing.ts';
 
 const N = Number(process.env['TRACING_COST_N'] ?? 100_000);
 const WARM = 10_000;
@@ -27,8 +27,8 @@ async function child(): Promise<void> {
   const once = async (): Promise<void> => {
     // What router.ts and attempt.ts do per delivery, each behind the same test of tracing.on.
     const delivery = natsHeaders();
-    if (tracing.on) await traceRouting(event, 'router', () => { carryContext(delivery); return Promise.resolve(); });
-    if (tracing.on) await traceAttempt(delivery, facts, async (span) => attemptAnswered(span, { ok: true, status: 204 }));
+    if (tracing.on) await traceRouting(event, 'router', facts.webhookId, () => { carryContext(delivery); return Promise.resolve(); });
+    if (tracing.on) await traceAttempt(contextOf(delivery), facts, async (span) => attemptAnswered(span, { ok: true, status: 204 }));
   };
   const provider = (trace.getTracerProvider() as ProxyTracerProvider).getDelegate() as { forceFlush?: () => Promise<void> };
   // The loop makes spans far faster than deliveries would: flushed every 1,000 deliveries, the SDK's

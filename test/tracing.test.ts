@@ -1,8 +1,10 @@
 // OpenTelemetry (issue 20), end to end: two `hookstream serve` processes (A routes, dead-letters, replays
 // and answers the API; B delivers) export to a real OTLP/HTTP receiver in this test, which decodes what
 // it gets (http/json). A producer's traceparent on its publish makes one trace: the router's span as its
-// child, and one attempt span per attempt, made by the other instance. A dead letter's replay is a new
-// trace linked to the original.
+// child, and one attempt span per attempt of every endpoint, made by the other instance, each a child of
+// the router's; an event without one is a trace of the same shape, rooted at the router's span. So with
+// direct delivery too (TEST_DIRECT_DELIVERY=1), where no message passes from the router to an attempt. A
+// dead letter's replay is a new trace linked to the original.
 import test from 'ava';
 import { directDeliveryDefaults, storedEventSubject } from './helpers/direct-env.ts';
 import type { ChildProcess } from 'node:child_process';
@@ -147,7 +149,9 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   // Fails twice then answers 204; the other endpoint fails until the test fixes it (after its death).
   const flaky = await scriptedReceiver((_id, n) => (n <= 2 ? 500 : 204));
   const dying = await scriptedReceiver(() => (deadFixed ? 204 : 503));
-  servers.push(flaky.server, dying.server);
+  // Takes both events at once: each event's trace holds every endpoint's attempts.
+  const steady = await scriptedReceiver(() => 204);
+  servers.push(flaky.server, dying.server, steady.server);
 
   const tracingEnv = {
     OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100',
@@ -160,6 +164,7 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   const tenant = 'tenant_traced' as TenantId;
   const flakyEndpoint = (await store.create(tenant, { url: flaky.url, events: ['user.updated'] })).endpoint;
   const dyingEndpoint = (await store.create(tenant, { url: dying.url, events: ['user.deleted'] })).endpoint;
+  const steadyEndpoint = (await store.create(tenant, { url: steady.url, events: ['user.updated', 'user.deleted'] })).endpoint;
 
   // The producer's span: its context on the publish, as an instrumented auth service sets it.
   const producer = { traceId: hex(16), spanId: hex(8) };
@@ -176,11 +181,14 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   await js.publish(`events.${tenant}.user.created`, JSON.stringify({ userId: 'not-a-user-id' }), { headers: hr });
 
   const inTrace = (traceId: string) => otlp.spans.filter((s) => s.traceId === traceId);
-  const attemptsOf = (traceId: string) => inTrace(traceId).filter((s) => s.name === 'POST' && s.kind === Kind.Client)
+  /** The attempt spans in a trace, of one endpoint when named, the first attempt first. */
+  const attemptsOf = (traceId: string, endpoint?: string) => inTrace(traceId)
+    .filter((s) => s.name === 'POST' && s.kind === Kind.Client && (endpoint === undefined || s.attributes['hookstream.endpoint.id'] === endpoint))
     .sort((x, y) => Number(x.attributes['http.request.resend_count']) - Number(y.attributes['http.request.resend_count']));
 
   // One trace for the published event: the producer's span is the router span's parent.
-  const spans = await eventually(() => (attemptsOf(producer.traceId).length >= 3 ? inTrace(producer.traceId) : undefined), 60_000, 'three attempt spans');
+  const spans = await eventually(() => (attemptsOf(producer.traceId, flakyEndpoint.id).length >= 3 && attemptsOf(producer.traceId, steadyEndpoint.id).length >= 1
+    ? inTrace(producer.traceId) : undefined), 60_000, 'four attempt spans');
   const routed = spans.filter((s) => s.name === 'process EVENTS');
   t.is(routed.length, 1);
   const router = routed[0]!;
@@ -190,13 +198,14 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   t.is(router.service, 'hookstream');
   t.like(router.attributes, { 'messaging.system': 'nats', 'messaging.destination.name': storedEventSubject(tenant, 'user.updated', Number(directDeliveryDefaults()['HOOKSTREAM_EVENT_PARTITIONS'] ?? 0)), 'messaging.operation.type': 'process' });
   t.is(typeof router.attributes['hookstream.event.sequence'], 'number');
-  t.is(router.attributes['hookstream.deliveries'], 1);
+  // The endpoints the event went to: two, whether queued for them or read by them from the stream.
+  t.is(router.attributes['hookstream.deliveries'], 2);
   const rejected = await eventually(() => inTrace(rejectedTrace).find((s) => s.name === 'process EVENTS'), 30_000, 'the rejected event\'s span');
   t.is(rejected.attributes['hookstream.rejected'], 'invalid_data');
   t.is(rejected.status.code, 2);
 
-  // Three attempts, made by the other instance, each a child of the router's span.
-  const attempts = attemptsOf(producer.traceId);
+  // Three attempts, made by the other instance, each a child of the router's span; the other endpoint's one too.
+  const attempts = attemptsOf(producer.traceId, flakyEndpoint.id);
   t.is(attempts.length, 3);
   t.deepEqual(attempts.map((s) => s.attributes['http.request.resend_count']), [0, 1, 2]);
   t.deepEqual(attempts.map((s) => s.attributes['http.response.status_code']), [500, 500, 204]);
@@ -209,6 +218,10 @@ test('one trace per event from the producer\'s publish to every attempt, across 
     t.is(s.attributes['hookstream.endpoint.id'], flakyEndpoint.id);
     t.is(s.attributes['server.address'], '127.0.0.1');
   }
+  const steadyAttempts = attemptsOf(producer.traceId, steadyEndpoint.id);
+  t.is(steadyAttempts.length, 1);
+  t.is(steadyAttempts[0]!.parentSpanId, router.spanId);
+  t.is(steadyAttempts[0]!.attributes['http.response.status_code'], 204);
 
   // The receiver got each attempt's traceparent (HOOKSTREAM_FORWARD_TRACEPARENT=1 on b), and never the baggage.
   const received = [...flaky.seen.values()][0]!;
@@ -224,9 +237,17 @@ test('one trace per event from the producer\'s publish to every attempt, across 
   // The event without a context: a trace rooted at the router, three failed attempts, then its dead letter.
   const deadSpan = await eventually(() => otlp.spans.find((s) => s.name === 'dead_letter'), 60_000, 'the dead letter span');
   const original = deadSpan.traceId;
-  const originalRouter = inTrace(original).find((s) => s.name === 'process EVENTS')!;
+  const originalRouter = inTrace(original).find((s) => s.name === 'process EVENTS');
+  if (!originalRouter) return t.fail('the dead letter is not in the trace of its event\'s routing');
   t.is(originalRouter.parentSpanId, '');
-  t.is(attemptsOf(original).length, 3);
+  t.is(originalRouter.attributes['hookstream.deliveries'], 2);
+  const dyingAttempts = attemptsOf(original, dyingEndpoint.id);
+  t.is(dyingAttempts.length, 3);
+  t.deepEqual(dyingAttempts.map((s) => s.parentSpanId), [originalRouter.spanId, originalRouter.spanId, originalRouter.spanId]);
+  // Every endpoint's attempts of the event in its one trace.
+  const steadyOfOriginal = await eventually(() => attemptsOf(original, steadyEndpoint.id)[0], 30_000, 'the other endpoint\'s attempt of the event without a context');
+  t.is(steadyOfOriginal.parentSpanId, originalRouter.spanId);
+  t.is(deadSpan.parentSpanId, originalRouter.spanId);
   t.is(deadSpan.instance, 'a');
   t.is(deadSpan.attributes['hookstream.endpoint.id'], dyingEndpoint.id);
   const deadLine = a.log.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l['msg'] === 'delivery is dead; dead letter stored');

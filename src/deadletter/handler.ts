@@ -27,7 +27,7 @@ import { OpsEventType } from '../../streams/ops.ts';
 import { deliveryData, subjectsOf, type SubjectRef } from '../erasure/subject-hash.ts';
 import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 import type { OpsEvents } from '../ops/events.ts';
-import { Attr, traceDeadLetter, traceIdOf, tracing } from '../telemetry/tracing.ts';
+import { Attr, directContextOf, traceDeadLetter, traceIdOf, TRACEPARENT_HEADER, tracing, writeContext } from '../telemetry/tracing.ts';
 
 /** The advisory consumer has no backoff, so nak(d) waits exactly d (measured on nats-server 2.9). */
 const RETRY_DELAY_MS = 5_000;
@@ -68,8 +68,12 @@ function asDelivery(direct: { events: DirectEvents; shards: number }, endpoint: 
   header.set(DeliveryHeader.EventSeq, String(eventSeq));
   const key = orderingHeader(copy.header);
   if (key) header.set(DeliveryHeader.OrderingKey, key);
-  const traceparent = copy.header.get('traceparent');
-  if (traceparent) header.set('traceparent', traceparent);
+  // Traced: the router's span of the event, as a queued delivery carries it (its attempts' parent).
+  if (tracing.on) writeContext((name, value) => header.set(name, value), directContextOf(copy.header, e.webhookId));
+  else {
+    const traceparent = copy.header.get(TRACEPARENT_HEADER);
+    if (traceparent) header.set(TRACEPARENT_HEADER, traceparent);
+  }
   return { endpoint, subject: deliveryAddress(endpoint, direct.shards).subject, header, data: e.body, plain: e.body };
 }
 

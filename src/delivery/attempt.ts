@@ -27,7 +27,7 @@ import type { WaitingRetries } from './waiting-retries.ts';
 import type { StoredAcks } from './stored-acks.ts';
 import type { RecentAcks } from './recent-acks.ts';
 import type { AttemptLogRecorder } from '../deliverylog/recorder.ts';
-import { attemptAnswered, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
+import { attemptAnswered, contextOf, directContextOf, traceAttempt, traceparentOf, tracing } from '../telemetry/tracing.ts';
 import type { Span } from '@opentelemetry/api';
 import { isDataKeyErased, type DataKeys } from '../erasure/data-keys.ts';
 import type { DirectEvent, DirectEvents } from './direct-events.ts';
@@ -261,9 +261,11 @@ export function createAttempts(deps: {
     if (prepared.fate === 'ack') return void m.ack();
     if (prepared.fate === 'term') return void m.term();
     if (!tracing.on) return deliver(lane, tracked, release, prepared);
-    // Traced: an HTTP client span in the trace its delivery message carries, whichever instance sends it.
+    // Traced: an HTTP client span in the trace its delivery message carries, whichever instance sends it;
+    // a direct copy carries none of the router's, whose span is named from the event instead.
     const { state, webhookId, event } = prepared;
-    return traceAttempt(m.headers, {
+    const parent = isPartitionStream(m.info.stream) ? directContextOf(m.headers, webhookId) : contextOf(m.headers);
+    return traceAttempt(parent, {
       endpoint: lane.id, tenant: state.tenant, event, webhookId, url: state.url, attempt: m.info.deliveryCount,
       replay: m.headers?.get(DeliveryHeader.Replay),
     }, (span) => deliver(lane, tracked, release, prepared, span));

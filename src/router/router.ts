@@ -384,8 +384,9 @@ export async function startRouter(deps: {
     for (const m of queue) decide(m);
   };
   const routeNow = (m: JsMsg): Promise<void> | undefined => {
-    // Traced: a span in the producer's trace (or a new one), carried on in every delivery message.
-    if (tracing.on) return traceRouting(m, ROUTER_CONSUMER, () => routeOnce(m));
+    // Traced: a span in the producer's trace (or the event's own), carried on in every delivery message
+    // and named by a direct attempt from the event's webhook-id (src/telemetry/event-trace.ts).
+    if (tracing.on) return traceRouting(m, ROUTER_CONSUMER, deps.webhookIds.encode({ seq: m.seq, ms: epochMs }), () => routeOnce(m));
     return routeOnce(m);
   };
   const routeOnce = (m: JsMsg): Promise<void> | undefined => {
@@ -410,6 +411,18 @@ export async function startRouter(deps: {
       else if (m.seq <= (e.keyedUntil ?? 0)) out.push({ ...e, ordering: Ordering.Key });
     }
     return out;
+  };
+  /**
+   * How many of the endpoints that take the event targetsOf leaves to their direct consumer: the router's
+   * span counts them with the queued ones, so the trace says where the event went whichever path takes it.
+   */
+  const directTakers = (tenant: TenantId, type: EventName, m: JsMsg): number => {
+    if (!readDirectly(m)) return 0;
+    let n = 0;
+    for (const e of directory.activeFor(tenant)) {
+      if (matchesAny(e.events, type) && e.ordering !== Ordering.Key && m.seq > (e.keyedUntil ?? 0)) n++;
+    }
+    return n;
   };
 
   /** `stored`: endpoints (`<id>@<version>`) an earlier delivery of this event stored already. */
@@ -546,7 +559,7 @@ export async function startRouter(deps: {
         return;
       }
       if (enqueued > 0) { metrics.deliveriesEnqueued.inc({}, enqueued); backlog.routed(parsed.tenant, enqueued); }
-      if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued });
+      if (tracing.on) noteOnActiveSpan({ [Attr.Deliveries]: enqueued + directTakers(parsed.tenant, parsed.type, m) });
       routed.done(m);
     };
     return track(m, settle(), Math.max(1, targets.length));

@@ -6,6 +6,7 @@ import { register } from 'node:module';
 import { activeTraceFields, tracing } from './tracing.ts';
 import { logTraceFields } from '../log.ts';
 import { sqlWithoutLiterals } from './sql-text.ts';
+import { idGenerator } from './span-ids.ts';
 
 process.env['OTEL_SERVICE_NAME'] ||= 'hookstream';
 process.env['OTEL_METRICS_EXPORTER'] ||= 'none';
@@ -29,6 +30,8 @@ const [{ NodeSDK }, { HttpInstrumentation }, { KoaInstrumentation, KoaLayerType 
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 const sdk = new NodeSDK({
+  // Random ids, but for the router's span of an event, named from the event (span-ids.ts, event-trace.ts).
+  idGenerator,
   instrumentations: [
     new HttpInstrumentation({
       ignoreIncomingRequestHook: (req) => OPS_PATHS.has((req.url ?? '').split('?')[0] ?? ''),

@@ -1,10 +1,12 @@
 // Traces of the delivery path, written by hand: there is no maintained instrumentation for nats.js v3.
 // The W3C trace context travels in NATS message headers, from the producer's publish to EVENTS, through
-// the router's fan-out into each delivery message, to every attempt, whichever instance makes it; a dead
-// letter keeps it in its sealed message, and its replay starts a new trace linked to it. Only
-// `traceparent`/`tracestate` are read and written here: `baggage` is never carried, so it cannot reach a
-// receiver. Everything is behind `tracing.on`, false unless the SDK started (sdk.ts): with tracing off
-// the hot path tests that boolean per event, per fan-out message and per attempt, and does nothing else.
+// the router's fan-out into each delivery message, to every attempt, whichever instance makes it (with
+// direct delivery no message passes from the router to an attempt: the router's span is named from the
+// event itself, event-trace.ts); a dead letter keeps it in its sealed message, and its replay starts a
+// new trace linked to it. Only `traceparent`/`tracestate` are read and written here: `baggage` is never
+// carried, so it cannot reach a receiver. Everything is behind `tracing.on`, false unless the SDK started
+// (sdk.ts): with tracing off the hot path tests that boolean per event, per fan-out message and per
+// attempt, and does nothing else.
 import {
   context, createTraceState, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace,
   type Attributes, type Context, type Span, type SpanContext,
@@ -14,6 +16,8 @@ import {
   ATTR_SERVER_PORT, ATTR_URL_SCHEME,
 } from '@opentelemetry/semantic-conventions';
 import type { MsgHdrs } from '@nats-io/nats-core';
+import { eventSpanIds, routerContextOf } from './event-trace.ts';
+import { withIds } from './span-ids.ts';
 
 export const tracing = {
   /** Set once the SDK has started (sdk.ts). */
@@ -65,11 +69,21 @@ export function spanContextOf(traceparent: string | undefined, tracestate?: stri
   return isSpanContextValid(sc) ? sc : undefined;
 }
 
-/** The trace context a message carries (producers set `traceparent`), or none. */
+/** The span context a message carries (producers set `traceparent`), if any. */
+const carriedBy = (h: MsgHdrs | undefined): SpanContext | undefined =>
+  h ? spanContextOf(h.get(TRACEPARENT_HEADER), h.get(TRACESTATE_HEADER) || undefined) : undefined;
+
+/** The trace context a message carries, or none. */
 export function contextOf(h: MsgHdrs | undefined): Context {
-  const sc = h ? spanContextOf(h.get(TRACEPARENT_HEADER), h.get(TRACESTATE_HEADER) || undefined) : undefined;
+  const sc = carriedBy(h);
   return sc ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
 }
+
+/**
+ * The context of a partition stream's copy of an event (direct delivery): the router's first span of the
+ * event, named from the event itself (event-trace.ts), as a queued delivery's headers would carry it.
+ */
+export const directContextOf = (h: MsgHdrs | undefined, webhookId: string): Context => routerContextOf(carriedBy(h), webhookId);
 
 /** The W3C `traceparent` of a span context. */
 const traceparentFrom = (sc: SpanContext): string => `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
@@ -109,14 +123,18 @@ function endWith<T extends Promise<unknown> | undefined>(span: Span, work: T): T
 
 /**
  * The router's processing of one event: a CONSUMER span, child of the producer's context when its
- * message carries one (else the root of a new trace), active while `route` runs so the fan-out
- * publishes carry it on (carryContext).
+ * message carries one (else the root of the event's trace), active while `route` runs so the fan-out
+ * publishes carry it on (carryContext). Its first routing's span has the ids derived from the event's
+ * webhook-id (event-trace.ts), which a direct attempt names as its parent; a later routing (the first
+ * failed or stopped) is a span of its own in the same trace, a child of the first when no producer's is.
  */
 export function traceRouting<T extends Promise<unknown> | undefined>(
-  m: { subject: string; seq: number; headers?: MsgHdrs; info: { deliveryCount: number } }, consumer: string, route: () => T,
+  m: { subject: string; seq: number; headers?: MsgHdrs; info: { deliveryCount: number } }, consumer: string, webhookId: string, route: () => T,
 ): T {
-  const parent = contextOf(m.headers);
-  const span = tracer().startSpan('process EVENTS', {
+  const producer = carriedBy(m.headers);
+  const first = m.info.deliveryCount === 1;
+  const parent = producer ? trace.setSpanContext(ROOT_CONTEXT, producer) : first ? ROOT_CONTEXT : routerContextOf(undefined, webhookId);
+  const start = () => tracer().startSpan('process EVENTS', {
     kind: SpanKind.CONSUMER,
     attributes: {
       [MESSAGING_SYSTEM]: 'nats', [MESSAGING_OPERATION_NAME]: 'process', [MESSAGING_OPERATION_TYPE]: 'process',
@@ -124,6 +142,7 @@ export function traceRouting<T extends Promise<unknown> | undefined>(
       [Attr.EventSequence]: m.seq, [Attr.DeliveryCount]: m.info.deliveryCount,
     },
   }, parent);
+  const span = first ? withIds(eventSpanIds(webhookId), start) : start();
   return endWith(span, context.with(trace.setSpan(parent, span), route));
 }
 
@@ -149,11 +168,11 @@ export interface AttemptFacts {
 }
 
 /**
- * One delivery attempt: an HTTP CLIENT span `POST`, child of the context its delivery message carries
- * (the router's span, or a replay's), active while `run` runs so its log lines name it.
+ * One delivery attempt: an HTTP CLIENT span `POST`, child of `parent`: the context its delivery message
+ * carries (the router's span, or a replay's; contextOf), or for a direct copy the router's span named
+ * from the event (directContextOf). Active while `run` runs so its log lines name it.
  */
-export function traceAttempt<T>(h: MsgHdrs | undefined, a: AttemptFacts, run: (span: Span) => Promise<T>): Promise<T> {
-  const parent = contextOf(h);
+export function traceAttempt<T>(parent: Context, a: AttemptFacts, run: (span: Span) => Promise<T>): Promise<T> {
   let server: Attributes = {};
   try {
     const u = new URL(a.url);
