@@ -19,7 +19,7 @@ const LANES = 16;
 interface Feed { capacity: () => number; onMessage: (m: PulledMsg) => void; requested: number; fill(): void }
 
 /** Lanes of one pool, each with a feed the test serves, and attempts that end when the test ends them. */
-function pool(endpoints: number) {
+function pool(endpoints: number, opts: { twoLanes?: boolean; now?: () => number } = {}) {
   const feeds: Feed[] = [];
   const feedsStub: PullFeeds = {
     open({ capacity, onMessage }) {
@@ -48,8 +48,13 @@ function pool(endpoints: number) {
     poolOf: () => 'tenant https://one.example',
     socketsPerPool: SOCKETS,
     log: silentLogger,
+    ...(opts.now ? { now: opts.now } : {}),
   });
-  const loops: PullLoop[] = ids.map((id) => lanes.run(id, { stream: 'S', consumer: id }));
+  // Two lanes: each endpoint's queue (feeds[2i], opened first) beside its direct consumer (feeds[2i + 1]).
+  const loops: PullLoop[] = ids.flatMap((id) => [
+    ...(opts.twoLanes ? [lanes.run(id, { stream: 'Q', consumer: id })] : []),
+    lanes.run(id, { stream: 'S', consumer: id }),
+  ]);
   let seq = 0;
   const msg = (): PulledMsg => ({
     subject: 's', data: new Uint8Array(), headers: undefined, reply: '', seq: ++seq,
@@ -97,4 +102,27 @@ test('endpoints with a backlog share the sockets: about the pool in all, each a 
 test('a pool its lanes cannot fill (8 endpoints × 16 lanes ≤ 128 sockets) pulls as it always did: all its lanes', (t) => {
   const p = pool(8);
   t.true(p.feeds.every((f) => f.requested === LANES));
+});
+
+test('an endpoint\'s idle second lane (its queue beside its direct consumer) holds back no busy lane, nor does the ask it made before the pool was crowded', async (t) => {
+  let clock = 0;
+  const p = pool(20, { twoLanes: true, now: () => clock });
+  t.true(p.feeds.slice(0, 8).every((f) => f.requested === LANES), 'the first endpoints\' lanes asked for all their lanes, the pool not yet crowded');
+  /** Each direct lane has a backlog: the server hands out all that is asked of it; the queues stay empty. */
+  const serve = () => { let more = true; while (more) { more = false; for (let i = 1; i < 40; i += 2) while (p.deliver(i)) more = true; } };
+  serve();
+  let most = 0;
+  let fewest = Infinity;
+  for (let step = 0; step < 3000; step++) {
+    p.running.shift()!.end();
+    await settle();
+    // Attempts turn over every 5 ms: the queues' asks go unfilled past a brief pull's time after a second.
+    clock += 5;
+    serve();
+    most = Math.max(most, p.held());
+    if (step > 2000) fewest = Math.min(fewest, p.held());
+  }
+  t.log(`held at most ${most}, at least ${fewest} once settled`);
+  t.true(most <= SOCKETS + 40, `held at most ${most}`);
+  t.true(fewest >= SOCKETS * 0.75, `the direct lanes used the sockets: at least ${fewest} held once settled`);
 });

@@ -5,7 +5,7 @@
 import type { EndpointId } from '../domain/ids.ts';
 import { describe } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import type { PullFeeds } from '../nats/pull-feed.ts';
+import { BRIEF_PULL_MS, type PullFeeds } from '../nats/pull-feed.ts';
 import type { PulledMsg } from '../nats/pulled-msg.ts';
 import type { AttemptLane, Attempts } from './attempt.ts';
 import { createConcurrencyLimit, type ConcurrencyLimit } from './concurrency.ts';
@@ -60,6 +60,10 @@ interface Slots {
 /** One consumer's attempts in this process: who waits, and its endpoint's shared slots. */
 interface Lane extends AttemptLane {
   slots: Slots;
+  /** Its own attempts running (`slots.running` is its endpoint's, shared with its other lane). */
+  running: number;
+  /** When a message last came to it (or it started): an ask unfilled since long is no reservation. */
+  heardAt: number;
   /** Arrived while the limit was lower than when they were pulled (a 429, probing): at most one pull's worth. */
   waiting: InFlight[];
   closed: boolean;
@@ -122,8 +126,11 @@ export function createPullLoops(deps: {
   /** 2xx deliveries acked in this process: one back after a lost ack is acked again, not attempted. */
   recentAcks: RecentAcks;
   log: Logger;
+  /** Monotonic milliseconds (tests move it). */
+  now?: () => number;
 }): PullLoops {
   const { inFlight, log } = deps;
+  const now = deps.now ?? (() => performance.now());
   /** Attempts started and not yet ended, and who waits for none to be left (settle). */
   let running = 0;
   let idle: (() => void)[] = [];
@@ -173,19 +180,26 @@ export function createPullLoops(deps: {
     const max = lane.slots.limit.current;
     const shared = crowded(lane);
     if (!shared) return max;
-    const holds = (l: Lane) => l.slots.running + l.waiting.length;
+    // A lane's own: an endpoint with two lanes (direct delivery: its partition consumer and its queue's,
+    // mostly idle) shares its slots between them, and counting the endpoint's attempts for each made every
+    // busy endpoint look busy twice.
+    const holds = (l: Lane) => l.running + l.waiting.length;
     const own = holds(lane);
     if (own === 0) return 1;
     let others = 0;
     let busy = 1;
     /** The least a busy other lane holds and asked for. */
     let least = Infinity;
+    // An idle lane's ask that nothing has filled for a brief pull's time is no one's reservation either: a
+    // long poll made before the pool was crowded (a queue's consumer beside a direct one asked for 16 at
+    // start-up and sat on it for its 2 minutes, holding a busy lane's sockets).
+    const quiet = now() - BRIEF_PULL_MS;
     for (const l of shared) {
       if (l === lane) continue;
       const held = holds(l);
       const asked = l.requested();
       if (held > 0) { busy++; least = Math.min(least, held + asked); }
-      others += held + (held === 0 && asked > 0 ? asked - 1 : asked);
+      others += held + (held > 0 ? asked : asked > 0 && l.heardAt > quiet ? asked - 1 : 0);
     }
     const even = Math.floor(sockets / busy);
     // A lane held below its even part by those that came first makes the others give back down to theirs.
@@ -210,12 +224,14 @@ export function createPullLoops(deps: {
   function start(lane: Lane, tracked: InFlight): void {
     const { slots } = lane;
     slots.running++;
+    lane.running++;
     let released = false;
     // The slot under the endpoint's limit is given back when the HTTP attempt ends, before any rate-limit hold.
     const release = () => {
       if (released) return;
       released = true;
       slots.running--;
+      lane.running--;
       for (const l of slots.lanes) pump(l);
     };
     running++;
@@ -280,7 +296,7 @@ export function createPullLoops(deps: {
       let slots = slotsOf.get(id);
       if (!slots) slotsOf.set(id, (slots = { limit: createConcurrencyLimit(deps.maxInFlight), running: 0, lanes: new Set() }));
       const lane: Lane = {
-        id, slots, waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined, pace,
+        id, slots, running: 0, heardAt: now(), waiting: [], closed: false, gate, tenant: gate ? deps.tenantOf?.(id) : undefined, pace,
         get limit() { return slots.limit; },
         requested: () => 0,
       };
@@ -298,6 +314,7 @@ export function createPullLoops(deps: {
         onMessage(m: PulledMsg) {
           // After stop: left unacked, the server hands it out again after its ack wait.
           if (lane.closed) return;
+          lane.heardAt = now();
           pace?.spend();
           // Back after an ack that was lost (a NATS restart): delivered already, acked again. Looked up on a
           // first delivery too: a partition stream keeps acked messages, and a restarted nats-server whose
