@@ -6,7 +6,7 @@ import { register } from 'node:module';
 import { activeTraceFields, tracing } from './tracing.ts';
 import { logTraceFields } from '../log.ts';
 import { sqlWithoutLiterals } from './sql-text.ts';
-import { idGenerator } from './span-ids.ts';
+import { pinnedIds } from './span-ids.ts';
 
 process.env['OTEL_SERVICE_NAME'] ||= 'hookstream';
 process.env['OTEL_METRICS_EXPORTER'] ||= 'none';
@@ -19,8 +19,9 @@ register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, {
   data: { include: ['http', 'node:http', 'koa', 'pg', 'pg-pool'] },
 });
 
-const [{ NodeSDK }, { HttpInstrumentation }, { KoaInstrumentation, KoaLayerType }, { PgInstrumentation }] = await Promise.all([
+const [{ NodeSDK }, { RandomIdGenerator }, { HttpInstrumentation }, { KoaInstrumentation, KoaLayerType }, { PgInstrumentation }] = await Promise.all([
   import('@opentelemetry/sdk-node'),
+  import('@opentelemetry/sdk-trace'),
   import('@opentelemetry/instrumentation-http'),
   import('@opentelemetry/instrumentation-koa'),
   import('@opentelemetry/instrumentation-pg'),
@@ -31,7 +32,7 @@ const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 const sdk = new NodeSDK({
   // Random ids, but for the router's span of an event, named from the event (span-ids.ts, event-trace.ts).
-  idGenerator,
+  idGenerator: pinnedIds(new RandomIdGenerator()),
   instrumentations: [
     new HttpInstrumentation({
       ignoreIncomingRequestHook: (req) => OPS_PATHS.has((req.url ?? '').split('?')[0] ?? ''),
